@@ -1,0 +1,267 @@
+"""Reverse-mode automatic differentiation: the Function base class, grad mode, and backward.
+
+Every differentiable op is a `Function` subclass with a static `forward(ctx, *arrays, **params)`
+that computes the output from numpy arrays, and a static `backward(ctx, grad)` that receives
+dL/d(output) and returns dL/d(input) for each positional input. Positional arguments of `apply`
+are the differentiable inputs (Tensors); keyword arguments are constants (axis, shape, mask).
+
+`backward()` visits the graph in reverse topological order, so a node runs only after every
+gradient flowing into its output has been summed:  dL/dx = sum over uses u of x of dL/du du/dx.
+"""
+
+import functools
+import weakref
+
+import numpy as np
+
+from .dtype import get_default_dtype, is_float
+
+_grad_enabled = True
+
+
+def is_grad_enabled():
+    """True unless inside `no_grad()`."""
+    return _grad_enabled
+
+
+class _GradMode:
+    """Context manager and decorator that sets whether ops record the graph."""
+
+    enabled = True
+
+    def __enter__(self):
+        global _grad_enabled
+        self._previous = _grad_enabled
+        _grad_enabled = self.enabled
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._previous
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Record nothing and save nothing: for evaluation and for updating parameters."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    """Record the graph again inside a `no_grad` block."""
+
+    enabled = True
+
+
+def unbroadcast(grad, shape):
+    """Sum `grad` over the axes broadcasting created, so that it has `shape`.
+
+    If y = broadcast(x), each x element was copied to several y elements, so
+    dL/dx = sum of dL/dy over the copies: over the leading axes broadcasting added, and over the
+    axes where x had size 1. This is the one place broadcasting is undone for every op.
+    """
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
+    return grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(shape)
+
+
+def _camel_to_snake(name):
+    return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+class Function:
+    """Base class of every differentiable op; an instance is the op's node in the graph.
+
+    The instance is also the `ctx` that forward and backward share: forward stores what backward
+    needs with `ctx.save_for_backward(*arrays)` or as attributes, and backward reads them back.
+    """
+
+    name = None  # how errors and graph drawings call the op; defaults to the class name in snake_case
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = _camel_to_snake(cls.__name__)
+
+    @staticmethod
+    def forward(ctx, *arrays, **params):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError
+
+    def save_for_backward(self, *arrays):
+        """Keep arrays for backward; under no_grad or when no input needs a gradient, keep nothing."""
+        if self._recording:
+            self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        return self._saved
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        """Run forward on the inputs' arrays and, if any input requires grad, record the node."""
+        from .tensor import Tensor, as_tensor
+
+        tensors = tuple(None if x is None else as_tensor(x) for x in inputs)
+        arrays = tuple(None if t is None else t.data for t in tensors)
+        ctx = cls()
+        ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
+        ctx._recording = _grad_enabled and any(ctx.needs_input_grad)
+        ctx._saved = ()
+        try:
+            out = cls.forward(ctx, *arrays, **params)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _op_error(cls.name, e, tensors) from None
+        out = _keep_dtype(np.asarray(out), arrays)
+        if not ctx._recording:
+            return Tensor._make(out, requires_grad=False, grad_fn=None)
+        ctx.inputs = tensors
+        ctx.params = params
+        ctx._freed = False
+        ctx._retained = None
+        return Tensor._make(out, requires_grad=True, grad_fn=ctx)
+
+    def _release(self):
+        """Free what forward saved; keep the graph's structure so it can still be drawn."""
+        keep = ("needs_input_grad", "inputs", "params", "_retained")
+        self.__dict__ = {k: v for k, v in self.__dict__.items() if k in keep}
+        self._freed = True
+        self._recording = False
+
+    def __repr__(self):
+        return f"<{self.name}>"
+
+
+def _op_error(name, error, tensors):
+    """Re-raise a numpy error as the op's own, naming the op and its input shapes."""
+    message = str(error)
+    if not message.startswith(f"{name}:"):
+        shapes = ", ".join("None" if t is None else str(t.shape) for t in tensors)
+        message = f"{name}: {message} (input shapes {shapes})"
+    if isinstance(error, IndexError) and not isinstance(error, ValueError):
+        return IndexError(message)
+    return (ValueError if isinstance(error, ValueError) else TypeError)(message)
+
+
+def _keep_dtype(out, arrays):
+    """Results stay in the inputs' float dtype.
+
+    numpy 2 promotes float32 with a float64 scalar or constant to float64 without a word; an
+    op's result is cast back to the float dtype of its inputs (integer inputs that produce floats,
+    as in the mean of token ids, give the default float dtype).
+    """
+    if not is_float(out.dtype):
+        return out
+    floats = [a.dtype for a in arrays if a is not None and is_float(a.dtype)]
+    dtype = np.result_type(*floats) if floats else get_default_dtype()
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def topological_order(root):
+    """Nodes reachable from `root`, each before the nodes that produced its inputs.
+
+    An iterative depth-first search (no recursion, so a chain of 100,000 ops works): a node is
+    emitted after all of its inputs' nodes, and the reverse of that order is returned.
+    """
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        stack.append((node, True))
+        for t in reversed(node.inputs):
+            if t is not None and t.grad_fn is not None and t.grad_fn not in visited:
+                stack.append((t.grad_fn, False))
+    return order[::-1]
+
+
+def backward(root, grad=None, retain_graph=False):
+    """Accumulate d(root)/d(leaf), times `grad`, into every leaf's `.grad`."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no graph to differentiate: "
+            "create its inputs with requires_grad=True (and outside no_grad)"
+        )
+    if grad is None:
+        if root.size != 1:
+            raise ValueError(
+                f"backward: the gradient can only be implied for a one-element output, "
+                f"this one has shape {root.shape}: pass grad= of that shape, or reduce it first (e.g. .sum())"
+            )
+        grad = np.ones(root.shape, dtype=root.dtype)
+    else:
+        grad = np.asarray(getattr(grad, "data", grad))
+        if grad.shape != root.shape:
+            raise ValueError(f"backward: grad has shape {grad.shape} but the output has shape {root.shape}")
+        grad = grad.astype(root.dtype, copy=False)
+    if root.grad_fn is None:
+        root._accumulate_grad(grad)
+        return
+
+    pending = {root.grad_fn: grad}
+    for node in topological_order(root.grad_fn):
+        grad = pending.pop(node, None)
+        if grad is None:  # nothing flowed here (its output's gradient was None)
+            continue
+        if node._freed:
+            raise RuntimeError(
+                f"backward: trying to backward through the graph a second time ({node.name} already "
+                "freed its saved arrays); call backward(retain_graph=True) the first time to keep them"
+            )
+        retained = node._retained and node._retained()
+        if retained is not None:
+            retained._accumulate_grad(grad)
+        input_grads = type(node).backward(node, grad)
+        if len(node.inputs) == 1 and not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        if len(input_grads) != len(node.inputs):
+            raise ValueError(
+                f"{node.name}.backward returned {len(input_grads)} gradients for {len(node.inputs)} inputs"
+            )
+        for i, (t, g) in enumerate(zip(node.inputs, input_grads)):
+            if g is None or not node.needs_input_grad[i]:
+                continue
+            g = _input_grad(node, i, t, g)
+            if t.grad_fn is None:
+                t._accumulate_grad(g)
+            elif t.grad_fn in pending:
+                pending[t.grad_fn] = pending[t.grad_fn] + g
+            else:
+                pending[t.grad_fn] = g
+        if not retain_graph:
+            node._release()
+
+
+def _input_grad(node, i, t, g):
+    """Reduce a backward's gradient to its input's shape and dtype, or say why it can't be."""
+    g = np.asarray(g)
+    try:
+        fits = np.broadcast_shapes(g.shape, t.shape) == g.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{node.name}.backward returned a gradient of shape {g.shape} for input {i} of shape {t.shape}"
+        )
+    return unbroadcast(g, t.shape).astype(t.dtype, copy=False)
+
+
+def set_retained(node, tensor):
+    """Make backward store the gradient of `tensor`, the output of `node`, in `tensor.grad`."""
+    node._retained = weakref.ref(tensor)

@@ -1,0 +1,49 @@
+"""Argument checks shared by ops: each error names the op and the shapes or values at fault."""
+
+import numpy as np
+
+
+def normalize_axes(op, axis, shape):
+    """axis (None, int or tuple, negatives counting from the end) as a sorted tuple of axes."""
+    ndim = len(shape)
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise TypeError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}")
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a != 0 and a != -1):
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor of shape {shape} ({ndim} dims)")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: axis {axis!r} repeats an axis")
+    if ndim == 0:
+        return ()
+    return tuple(sorted(out))
+
+
+def normalize_axis(op, axis, shape):
+    """One axis, negatives counting from the end, as a non-negative int."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    ndim = len(shape)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for a tensor of shape {shape} ({ndim} dims)")
+    return int(axis) % ndim
+
+
+def broadcast_shape(op, *shapes):
+    """The shape that `shapes` broadcast to, or an error naming the axis where they clash."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        pass
+    ndim = max(len(s) for s in shapes)
+    for i in range(1, ndim + 1):
+        sizes = {s[-i] for s in shapes if len(s) >= i} - {1}
+        if len(sizes) > 1:
+            listed = " and ".join(str(s) for s in shapes)
+            sizes_text = " and ".join(str(n) for n in sorted(sizes))
+            raise ValueError(f"{op}: shapes {listed} cannot be broadcast: axis {-i} has sizes {sizes_text}")
+    raise ValueError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast")

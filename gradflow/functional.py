@@ -1,0 +1,140 @@
+"""The neural-network functions a transformer is made of (imported as `F`).
+
+softmax, log_softmax, cross_entropy, layer_norm, rms_norm and scaled_dot_product_attention are
+fused ops: one node each, with the backward derived by hand in the op's docstring (gradflow/ops).
+The test suite shows each one equals the same computation composed from primitive ops, in value
+and in gradient.
+"""
+
+import numpy as np
+
+from . import ops
+from .checks import broadcast_shape
+from .rng import generator
+from .tensor import Tensor, as_tensor
+
+
+def softmax(x, axis=-1):
+    """exp(x_i) / sum_j exp(x_j) along axis (the max is subtracted first, so 1e4 does not overflow)."""
+    return as_tensor(x).softmax(axis)
+
+
+def log_softmax(x, axis=-1):
+    """x_i - log sum_j exp(x_j) along axis."""
+    return as_tensor(x).log_softmax(axis)
+
+
+def gelu(x):
+    """x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation GPT-2 uses."""
+    return as_tensor(x).gelu()
+
+
+def silu(x):
+    """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU."""
+    return as_tensor(x).silu()
+
+
+def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
+    """-log softmax(logits)[target] per row: logits (N, C), targets (N,) integer class ids.
+
+    reduction: "mean" over the rows that count (targets == ignore_index do not), "sum", or "none"
+    for the (N,) losses. Perplexity is exp of the mean.
+    """
+    logits = as_tensor(logits)
+    targets = np.asarray(getattr(targets, "data", targets))
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f'cross_entropy: reduction must be "mean", "sum" or "none", got {reduction!r}')
+    if logits.ndim != 2:
+        raise ValueError(
+            f"cross_entropy: logits must be (N, C), got shape {logits.shape}; "
+            "flatten the batch first, e.g. logits.reshape(-1, C) and targets.reshape(-1)"
+        )
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class ids, got {targets.dtype}")
+    if targets.shape != logits.shape[:1]:
+        raise ValueError(f"cross_entropy: targets of shape {targets.shape} do not match logits of shape {logits.shape}")
+    counted = targets if ignore_index is None else targets[targets != ignore_index]
+    bad = counted[(counted < 0) | (counted >= logits.shape[1])]
+    if bad.size:
+        raise IndexError(f"cross_entropy: target {bad[0]} is out of range for {logits.shape[1]} classes")
+    return ops.CrossEntropy.apply(logits, targets=targets, ignore_index=ignore_index, reduction=reduction)
+
+
+def _check_norm_param(op, name, p, x):
+    if p is not None and as_tensor(p).shape != x.shape[-1:]:
+        raise ValueError(f"{op}: {name} has shape {as_tensor(p).shape}, expected {x.shape[-1:]} for input {x.shape}")
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
+    x = as_tensor(x)
+    _check_norm_param("layer_norm", "weight", weight, x)
+    _check_norm_param("layer_norm", "bias", bias, x)
+    return ops.LayerNorm.apply(x, weight, bias, eps=eps)
+
+
+def rms_norm(x, weight=None, eps=1e-6):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    x = as_tensor(x)
+    _check_norm_param("rms_norm", "weight", weight, x)
+    return ops.RMSNorm.apply(x, weight, eps=eps)
+
+
+def dropout(x, p, training=True):
+    """Zero each element with probability p and scale the rest by 1/(1-p), so the expected value is
+    unchanged; the identity when not training (or p = 0)."""
+    x = as_tensor(x)
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not training or p == 0:
+        return x
+    keep = generator().random(x.shape) >= p
+    return x * Tensor._make(keep.astype(x.dtype) / x.dtype.type(1 - p), False, None)
+
+
+def embedding(ids, weight):
+    """Row lookup: out[..., :] = weight[ids[...], :];  the gradient of a row sums over its uses."""
+    weight = as_tensor(weight)
+    ids = np.asarray(getattr(ids, "data", ids))
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"embedding: ids must be integers, got {ids.dtype}")
+    bad = ids[(ids < 0) | (ids >= weight.shape[0])]
+    if bad.size:
+        raise IndexError(f"embedding: id {bad[0]} is out of range for a vocabulary of {weight.shape[0]}")
+    return weight[ids]
+
+
+def causal_mask(tq, tk):
+    """(tq, tk) boolean, True where query i may attend to key j: j <= i + (tk - tq).
+
+    With tq == tk this is the lower triangle; with fewer queries than keys (decoding with a KV
+    cache) the queries are the last tq positions, so the last query sees every key.
+    """
+    return np.tri(tq, tk, k=tk - tq, dtype=bool)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
+    """softmax(q k^T / sqrt(d) masked) v on (..., T, d) inputs.
+
+    mask: boolean, broadcastable to (..., Tq, Tk), True = may attend (PyTorch's convention).
+    causal: also forbid attending to later positions. A query with nothing to attend to gets zeros.
+    """
+    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim < 2:
+            raise ValueError(f"attention: {name} must be (..., T, d), got shape {t.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: q {q.shape} and k {k.shape} must have the same last size d")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: k {k.shape} and v {v.shape} must have the same number of keys")
+    broadcast_shape("attention", q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    tq, tk = q.shape[-2], k.shape[-2]
+    allowed = None
+    if mask is not None:
+        allowed = np.asarray(getattr(mask, "data", mask))
+        if allowed.dtype != bool:
+            raise TypeError(f"attention: mask must be boolean (True = may attend), got {allowed.dtype}")
+        broadcast_shape("attention", allowed.shape, q.shape[:-2] + (tq, tk))
+    if causal:
+        allowed = causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
+    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, scale=scale)

@@ -1,0 +1,445 @@
+"""The Tensor: a numpy array, its gradient, and the edge to the op that made it.
+
+A tensor made by an op keeps that op's node in `grad_fn`; the node keeps its input tensors. That
+chain of nodes is the computation graph that `backward()` walks from the output to the leaves.
+Every operator and method here only checks its arguments and calls one op's `apply`.
+"""
+
+import numpy as np
+
+from . import autograd, ops
+from .checks import broadcast_shape, normalize_axes, normalize_axis
+from .dtype import FLOAT_DTYPES, get_default_dtype, is_float
+
+
+def as_array(data, dtype=None):
+    """A numpy array from data: a numpy array keeps its dtype, Python floats get the default one."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        array = np.array(data, dtype=dtype)
+    else:
+        array = np.array(data)
+        if dtype is not None:
+            array = array.astype(dtype)
+        elif is_float(array.dtype):
+            array = array.astype(get_default_dtype())
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"tensor: cannot make a tensor of {array.dtype} data ({type(data).__name__})")
+    return array
+
+
+def as_tensor(x):
+    """x itself if it is a Tensor, else a constant tensor of it."""
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _lift(x, other):
+    """x as a Tensor; a Python or numpy scalar takes `other`'s dtype, as in PyTorch.
+
+    This is where float32 stays float32: `x * np.float64(2)` would otherwise promote to float64.
+    """
+    if isinstance(x, Tensor):
+        return x
+    if np.ndim(x) == 0 and isinstance(other, Tensor):
+        scalar = np.asarray(x)
+        if is_float(other.dtype) or not is_float(scalar.dtype):
+            return Tensor._make(scalar.astype(other.dtype), False, None)
+    return Tensor(x)
+
+
+def _binary(op, a, b):
+    a, b = _lift(a, b), _lift(b, a)
+    broadcast_shape(op.name, a.shape, b.shape)
+    return op.apply(a, b)
+
+
+def _shape_arg(shape):
+    """Accept both x.reshape(2, 3) and x.reshape((2, 3))."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for n in shape:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"shape entries must be ints, got {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _index_arg(index):
+    """Normalise x[index]: tensors and lists become arrays, boolean masks become integer arrays."""
+    index = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in index:
+        if isinstance(i, Tensor):
+            i = i.data
+        elif isinstance(i, list):
+            i = np.array(i)
+        if isinstance(i, np.ndarray) and i.dtype == bool:
+            out.extend(np.nonzero(i))  # x[mask] selects the same elements as x[mask.nonzero()]
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+class Tensor:
+    """An n-dimensional array that records how it was computed, for reverse-mode differentiation.
+
+    `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as an array of the
+    same shape and dtype; `grad_fn` is the op that produced it (None for a leaf).
+    """
+
+    __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
+    __hash__ = object.__hash__  # == compares elements, as in numpy; identity stays the hash
+
+    def __init__(self, data, requires_grad=False, dtype=None):
+        self._init(as_array(data, dtype), False, None)
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _make(cls, data, requires_grad, grad_fn):
+        t = cls.__new__(cls)
+        t._init(data, requires_grad, grad_fn)
+        return t
+
+    def _init(self, data, requires_grad, grad_fn):
+        self.data = data
+        self._requires_grad = requires_grad
+        self.grad_fn = grad_fn
+        self._grad = None
+        self.name = None
+
+    # --- attributes ----------------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.dtype not in FLOAT_DTYPES:
+            raise TypeError(
+                f"tensor: requires_grad=True needs a float32 or float64 tensor, this one is {self.dtype} "
+                "(integer tensors hold token ids and have no gradient)"
+            )
+        if self.grad_fn is not None and not value:
+            raise ValueError("tensor: requires_grad can only be switched off on a leaf; use .detach()")
+        self._requires_grad = bool(value)
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            value = np.array(getattr(value, "data", value), dtype=self.dtype)
+            if value.shape != self.shape:
+                raise ValueError(f"grad: shape {value.shape} does not match the tensor's shape {self.shape}")
+        self._grad = value
+
+    def _accumulate_grad(self, g):
+        if self._grad is None:
+            self._grad = np.array(g, dtype=self.dtype)  # a copy: g may be shared with other tensors
+        else:
+            self._grad += g
+
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+
+    @property
+    def is_leaf(self):
+        """True for tensors no op produced (inputs, parameters); backward fills only their .grad."""
+        return self.grad_fn is None
+
+    def numpy(self):
+        return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts to a Python number, shape is {self.shape}")
+        return self.data.item()
+
+    def detach(self):
+        """The same data as a new leaf, outside the graph: gradients stop here."""
+        return Tensor._make(self.data, False, None)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad after backward (leaves always keep theirs)."""
+        if self.grad_fn is not None:
+            autograd.set_retained(self.grad_fn, self)
+
+    def backward(self, grad=None, retain_graph=False):
+        """Add d(self)/d(leaf) (times `grad`, required unless self has one element) to every leaf's .grad."""
+        autograd.backward(self, grad, retain_graph)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extras = []
+        if self.dtype != get_default_dtype():
+            extras.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.name:
+            extras.append(f"name={self.name!r}")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    # --- arithmetic: both sides, with broadcasting ---------------------------------------------
+
+    def __add__(self, other):
+        return _binary(ops.Add, self, other)
+
+    def __radd__(self, other):
+        return _binary(ops.Add, other, self)
+
+    def __sub__(self, other):
+        return _binary(ops.Sub, self, other)
+
+    def __rsub__(self, other):
+        return _binary(ops.Sub, other, self)
+
+    def __mul__(self, other):
+        return _binary(ops.Mul, self, other)
+
+    def __rmul__(self, other):
+        return _binary(ops.Mul, other, self)
+
+    def __truediv__(self, other):
+        return _binary(ops.Div, self, other)
+
+    def __rtruediv__(self, other):
+        return _binary(ops.Div, other, self)
+
+    def __pow__(self, other):
+        return _binary(ops.Pow, self, other)
+
+    def __rpow__(self, other):
+        return _binary(ops.Pow, other, self)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    # --- comparisons give boolean tensors (masks), outside the graph ----------------------------
+
+    def _compare(self, fn, other):
+        other = _lift(other, self)
+        broadcast_shape(fn.__name__, self.shape, other.shape)
+        return Tensor._make(fn(self.data, other.data), False, None)
+
+    def __eq__(self, other):
+        return self._compare(np.equal, other)
+
+    def __ne__(self, other):
+        return self._compare(np.not_equal, other)
+
+    def __lt__(self, other):
+        return self._compare(np.less, other)
+
+    def __le__(self, other):
+        return self._compare(np.less_equal, other)
+
+    def __gt__(self, other):
+        return self._compare(np.greater, other)
+
+    def __ge__(self, other):
+        return self._compare(np.greater_equal, other)
+
+    # --- elementwise functions ------------------------------------------------------------------
+
+    def neg(self):
+        return ops.Neg.apply(self)
+
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def rsqrt(self):
+        return ops.Rsqrt.apply(self)
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def sigmoid(self):
+        return ops.Sigmoid.apply(self)
+
+    def relu(self):
+        return ops.Relu.apply(self)
+
+    def gelu(self):
+        return ops.Gelu.apply(self)
+
+    def silu(self):
+        return ops.Silu.apply(self)
+
+    def maximum(self, other):
+        return _binary(ops.Maximum, self, other)
+
+    def minimum(self, other):
+        return _binary(ops.Minimum, self, other)
+
+    def clip(self, min=None, max=None):
+        """Limit every element to [min, max]; either bound may be None."""
+        if min is None and max is None:
+            raise ValueError("clip: give min, max or both")
+        if min is not None and max is not None and min > max:
+            raise ValueError(f"clip: min {min} is greater than max {max}")
+        return ops.Clip.apply(self, lo=min, hi=max)
+
+    # --- reductions -----------------------------------------------------------------------------
+
+    def _reduce(self, op, axis, keepdims):
+        return op.apply(self, axis=normalize_axes(op.name, axis, self.shape), keepdims=keepdims)
+
+    def sum(self, axis=None, keepdims=False):
+        return self._reduce(ops.Sum, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return self._reduce(ops.Mean, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False):
+        """Population variance (ddof=0), as numpy's var."""
+        return self._reduce(ops.Var, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        """The largest values along axis (values only, not indices)."""
+        return self._reduce(ops.Max, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        """The smallest values along axis (values only, not indices)."""
+        return self._reduce(ops.Min, axis, keepdims)
+
+    def logsumexp(self, axis=None, keepdims=False):
+        return self._reduce(ops.LogSumExp, axis, keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        """Indices of the largest values (integers, outside the graph)."""
+        if axis is not None:
+            axis = normalize_axis("argmax", axis, self.shape)
+        return Tensor._make(np.argmax(self.data, axis=axis, keepdims=keepdims), False, None)
+
+    def softmax(self, axis=-1):
+        return ops.Softmax.apply(self, axis=normalize_axis("softmax", axis, self.shape))
+
+    def log_softmax(self, axis=-1):
+        return ops.LogSoftmax.apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
+
+    # --- shape ----------------------------------------------------------------------------------
+
+    def reshape(self, *shape):
+        shape = _shape_arg(shape)
+        known = int(np.prod([n for n in shape if n != -1]))
+        free = shape.count(-1)
+        bad = free > 1 or any(n < -1 for n in shape)
+        if not bad:
+            bad = known != self.size if free == 0 else (known == 0 or self.size % known != 0)
+        if bad:
+            raise ValueError(
+                f"reshape: cannot reshape a tensor of shape {self.shape} ({self.size} elements) into shape {shape}"
+            )
+        return ops.Reshape.apply(self, shape=shape)
+
+    def view(self, *shape):
+        return self.reshape(*shape)
+
+    def permute(self, *axes):
+        """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
+        axes = _shape_arg(axes)
+        if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
+        return ops.Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
+
+    def transpose(self, axis0, axis1):
+        """Swap two axes (PyTorch's transpose; numpy's transpose is `permute` here)."""
+        a = normalize_axis("transpose", axis0, self.shape)
+        b = normalize_axis("transpose", axis1, self.shape)
+        axes = list(range(self.ndim))
+        axes[a], axes[b] = b, a
+        return ops.Permute.apply(self, axes=tuple(axes))
+
+    def swapaxes(self, axis0, axis1):
+        return self.transpose(axis0, axis1)
+
+    @property
+    def T(self):
+        """All axes reversed."""
+        return ops.Permute.apply(self, axes=tuple(reversed(range(self.ndim))))
+
+    def squeeze(self, axis=None):
+        """Remove axes of size 1 (all of them, or the given ones, which must have size 1)."""
+        axes = normalize_axes("squeeze", axis, self.shape)
+        if axis is None:
+            axes = tuple(a for a in axes if self.shape[a] == 1)
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
+        return ops.Reshape.apply(self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
+
+    def unsqueeze(self, axis):
+        """Insert an axis of size 1 at `axis` (of the result; negative counts from its end)."""
+        new = normalize_axis("unsqueeze", axis, (None,) * (self.ndim + 1))
+        return ops.Reshape.apply(self, shape=self.shape[:new] + (1,) + self.shape[new:])
+
+    def expand(self, *shape):
+        """Broadcast to `shape` without copying (-1 keeps an axis's size)."""
+        shape = _shape_arg(shape)
+        extra = len(shape) - self.ndim
+        if extra < 0:
+            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
+        shape = tuple(self.shape[i - extra] if n == -1 and i >= extra else n for i, n in enumerate(shape))
+        for i, n in enumerate(self.shape):
+            if n != 1 and n != shape[extra + i]:
+                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
+        return ops.Expand.apply(self, shape=shape)
+
+    def __getitem__(self, index):
+        return ops.Index.apply(self, index=_index_arg(index))
+
+    def masked_fill(self, mask, value):
+        """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
+        mask = np.asarray(getattr(mask, "data", mask))
+        if mask.dtype != bool:
+            raise TypeError(f"masked_fill: mask must be boolean, got {mask.dtype}")
+        if np.ndim(value) != 0:
+            raise TypeError(f"masked_fill: value must be a number, got {type(value).__name__}")
+        if broadcast_shape("masked_fill", mask.shape, self.shape) != self.shape:
+            raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the tensor's {self.shape}")
+        return ops.MaskedFill.apply(self, mask=mask, value=value)
+
+
+def matmul(a, b):
+    """a @ b: 1-D, 2-D or batched, with the batch axes broadcast."""
+    a, b = _lift(a, b), _lift(b, a)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k_b:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner sizes {a.shape[-1]} and {k_b} differ")
+    broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
+    return ops.Matmul.apply(a, b)

@@ -1,0 +1,1 @@
+"""One readable file per architecture, built only on gradflow's public API."""
