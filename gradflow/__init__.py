@@ -1,10 +1,10 @@
 """gradflow: a reverse-mode autograd engine on numpy, small enough to read, checked by finite differences.
 
-    import gradflow as gf
-    x = gf.tensor([[1.0, 2.0]], requires_grad=True)
-    y = (x @ gf.randn(2, 3)).relu().sum()
-    y.backward()
-    x.grad
+import gradflow as gf
+x = gf.tensor([[1.0, 2.0]], requires_grad=True)
+y = (x @ gf.randn(2, 3)).relu().sum()
+y.backward()
+x.grad
 """
 
 from . import functional, ops

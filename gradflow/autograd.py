@@ -85,6 +85,9 @@ class Function:
     """
 
     name = None  # how errors and graph drawings call the op; defaults to the class name in snake_case
+    _saved = ()
+    _freed = False
+    _retained = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -106,6 +109,11 @@ class Function:
 
     @property
     def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(
+                f"{self.name}: its saved arrays were freed by a backward pass; call backward(retain_graph=True) "
+                "the first time to backward through the same graph again"
+            )
         return self._saved
 
     @classmethod
@@ -118,7 +126,6 @@ class Function:
         ctx = cls()
         ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
         ctx._recording = _grad_enabled and any(ctx.needs_input_grad)
-        ctx._saved = ()
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
@@ -128,8 +135,6 @@ class Function:
             return Tensor._make(out, requires_grad=False, grad_fn=None)
         ctx.inputs = tensors
         ctx.params = params
-        ctx._freed = False
-        ctx._retained = None
         return Tensor._make(out, requires_grad=True, grad_fn=ctx)
 
     def _release(self):
@@ -221,8 +226,8 @@ def backward(root, grad=None, retain_graph=False):
             continue
         if node._freed:
             raise RuntimeError(
-                f"backward: trying to backward through the graph a second time ({node.name} already "
-                "freed its saved arrays); call backward(retain_graph=True) the first time to keep them"
+                f"backward: trying to backward through the graph a second time, but {node.name} freed its "
+                "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
             )
         retained = node._retained and node._retained()
         if retained is not None:

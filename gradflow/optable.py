@@ -6,8 +6,8 @@ batches, and transposed (non-contiguous) arrays. Integer ids, targets and masks 
 inside the row's function.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

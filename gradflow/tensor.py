@@ -16,7 +16,7 @@ def as_array(data, dtype=None):
     """A numpy array from data: a numpy array keeps its dtype, Python floats get the default one."""
     if isinstance(data, Tensor):
         data = data.data
-    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+    if isinstance(data, (np.ndarray, np.generic)):
         array = np.array(data, dtype=dtype)
     else:
         array = np.array(data)
@@ -372,7 +372,9 @@ class Tensor:
         """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
         axes = _shape_arg(axes)
         if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
-            raise ValueError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
+            raise ValueError(
+                f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}"
+            )
         return ops.Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
 
     def transpose(self, axis0, axis1):

@@ -1,0 +1,95 @@
+"""Each fused op equals the same computation composed from primitive ops, in value and in gradient."""
+
+import math
+
+import numpy as np
+import pytest
+
+import gradflow as gf
+from gradflow import functional as F
+
+
+def _softmax(x, axis=-1):
+    e = (x - x.data.max(axis=axis, keepdims=True)).exp()
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis=-1):
+    m = x.data.max(axis=axis, keepdims=True)
+    return x - ((x - m).exp().sum(axis=axis, keepdims=True).log() + m)
+
+
+def _cross_entropy(z, t):
+    picked = _log_softmax(z)[np.arange(len(t)), t]
+    return -picked.mean()
+
+
+def _layer_norm(x, w, b, eps=1e-5):
+    xc = x - x.mean(axis=-1, keepdims=True)
+    var = (xc * xc).mean(axis=-1, keepdims=True)
+    return xc * (var + eps).rsqrt() * w + b
+
+
+def _rms_norm(x, w, eps=1e-6):
+    return x * ((x * x).mean(axis=-1, keepdims=True) + eps).rsqrt() * w
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)).tanh())
+
+
+def _attention(q, k, v, allowed):
+    scores = (q @ k.swapaxes(-1, -2)) / math.sqrt(q.shape[-1])
+    return _softmax(scores.masked_fill(~allowed, -np.inf)) @ v
+
+
+def _logsumexp(x):
+    m = x.data.max(axis=-1, keepdims=True)
+    return ((x - m).exp().sum(axis=-1, keepdims=True).log() + m).squeeze(-1)
+
+
+TARGETS = np.array([1, 0, 3, 3])
+CAUSAL = np.tril(np.ones((5, 5), dtype=bool))
+
+PAIRS = {
+    "softmax": (lambda x: F.softmax(x), _softmax, [(4, 6)]),
+    "softmax axis 0": (lambda x: F.softmax(x, axis=0), lambda x: _softmax(x, axis=0), [(4, 6)]),
+    "log_softmax": (lambda x: F.log_softmax(x), _log_softmax, [(4, 6)]),
+    "logsumexp": (lambda x: x.logsumexp(axis=-1), _logsumexp, [(4, 6)]),
+    "cross_entropy": (lambda z: F.cross_entropy(z, TARGETS), lambda z: _cross_entropy(z, TARGETS), [(4, 5)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, w, b), _layer_norm, [(2, 3, 8), (8,), (8,)]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, w), _rms_norm, [(2, 3, 8), (8,)]),
+    "gelu": (F.gelu, _gelu, [(3, 7)]),
+    "silu": (F.silu, lambda x: x * x.sigmoid(), [(3, 7)]),
+    "var": (lambda x: x.var(axis=1), lambda x: ((x - x.mean(axis=1, keepdims=True)) ** 2).mean(axis=1), [(3, 7)]),
+    "attention causal": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
+        lambda q, k, v: _attention(q, k, v, CAUSAL),
+        [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_fused_equals_composed(name):
+    fused, composed, shapes = PAIRS[name]
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) * 3 for s in shapes]
+    results = []
+    for fn in (fused, composed):
+        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(*xs)
+        u = np.random.default_rng(1).standard_normal(y.shape)
+        y.backward(u)
+        results.append((y.data, [x.grad for x in xs]))
+    (y1, g1), (y2, g2) = results
+    np.testing.assert_allclose(y1, y2, rtol=1e-10, atol=1e-12)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_fused_ops_are_one_node():
+    x = gf.randn(3, 4, requires_grad=True)
+    assert F.softmax(x).grad_fn.inputs == (x,)
+    assert F.cross_entropy(x, np.array([0, 1, 2])).grad_fn.name == "cross_entropy"
+    assert F.layer_norm(x).grad_fn.name == "layer_norm"
