@@ -163,6 +163,19 @@ class Tensor:
             raise ValueError(f"item: only a one-element tensor converts to a Python number, shape is {self.shape}")
         return self.data.item()
 
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(
+                f"bool: a tensor of shape {self.shape} has no single truth value; use x.data.any() or x.data.all(), or reduce it first"
+            )
+        return bool(self.data)
+
     def detach(self):
         """The same data as a new leaf, outside the graph: gradients stop here."""
         return Tensor._make(self.data, False, None)
