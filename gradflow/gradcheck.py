@@ -21,11 +21,12 @@ class GradcheckError(AssertionError):
     """An analytic gradient differs from the finite-difference one."""
 
 
-def _float64_copies(inputs):
-    """Float tensors become float64 leaf copies (keeping requires_grad); anything else passes through."""
+def _float64(inputs):
+    """float64 tensors are used as they are (so a model's own Parameters can be checked: each is
+    perturbed in place and restored exactly); other float tensors become float64 copies."""
     out = []
     for x in inputs:
-        if isinstance(x, Tensor) and is_float(x.dtype):
+        if isinstance(x, Tensor) and is_float(x.dtype) and x.dtype != np.float64:
             out.append(Tensor(x.data.astype(np.float64), requires_grad=x.requires_grad))
         else:
             out.append(x)
@@ -45,7 +46,7 @@ def numerical_grad(fn, *inputs, eps=1e-6, grad_output=None):
     Returns one array per input: the gradient for each Tensor that requires grad, None for the
     others. grad_output may be omitted when fn returns a single element.
     """
-    xs = _float64_copies(inputs)
+    xs = _float64(inputs)
     with no_grad():
         if grad_output is None:
             y = _output(fn, xs)
@@ -79,18 +80,20 @@ def analytic_and_numerical(fn, *inputs, eps=1e-6, seed=0):
     """(index, analytic, numeric) for every input that requires grad, both in float64."""
     if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
         raise ValueError("gradcheck: no input requires grad; create the inputs with requires_grad=True")
-    xs = _float64_copies(inputs)
+    xs = _float64(inputs)
+    checked = [(i, x) for i, x in enumerate(xs) if isinstance(x, Tensor) and x.requires_grad]
+    previous = [x.grad for _, x in checked]  # the caller's gradients, put back afterwards
+    for _, x in checked:
+        x.grad = None
     y = _output(fn, xs)
     u = np.random.default_rng(seed).standard_normal(y.shape)
     if y.requires_grad:
         y.backward(u)
-    numeric = numerical_grad(fn, *inputs, eps=eps, grad_output=u)
-    pairs = []
-    for i, (x, n) in enumerate(zip(xs, numeric)):
-        if n is not None:
-            a = x.grad if x.grad is not None else np.zeros(x.shape)
-            pairs.append((i, a, n))
-    return pairs
+    analytic = [np.zeros(x.shape) if x.grad is None else x.grad for _, x in checked]
+    for (_, x), g in zip(checked, previous):
+        x.grad = g
+    numeric = numerical_grad(fn, *xs, eps=eps, grad_output=u)
+    return [(i, a, numeric[i]) for (i, _), a in zip(checked, analytic)]
 
 
 def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):

@@ -1,0 +1,95 @@
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout."""
+
+import math
+
+import numpy as np
+
+from .. import functional as F
+from ..dtype import get_default_dtype
+from . import init
+from .module import Module, Parameter
+
+
+class Linear(Module):
+    """y = x W^T + b,  W: (out_features, in_features) as PyTorch stores it, so checkpoints map 1:1."""
+
+    def __init__(self, in_features, out_features, bias=True, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        dtype = dtype or get_default_dtype()
+        bound = 1 / math.sqrt(in_features)
+        self.weight = init.uniform_(Parameter(np.zeros((out_features, in_features), dtype)), -bound, bound)
+        self.bias = init.uniform_(Parameter(np.zeros(out_features, dtype)), -bound, bound) if bias else None
+
+    def forward(self, x):
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"Linear({self.in_features}, {self.out_features}): input has last size {x.shape[-1]}")
+        y = x @ self.weight.T
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self):
+        return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """out[..., :] = W[ids[...], :], W: (num_embeddings, embedding_dim), initialised N(0, 0.02^2)."""
+
+    def __init__(self, num_embeddings, embedding_dim, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        dtype = dtype or get_default_dtype()
+        self.weight = init.normal_(Parameter(np.zeros((num_embeddings, embedding_dim), dtype)), std=0.02)
+
+    def forward(self, ids):
+        return F.embedding(ids, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; weight starts at 1, bias at 0."""
+
+    def __init__(self, dim, eps=1e-5, bias=True, dtype=None):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        dtype = dtype or get_default_dtype()
+        self.weight = Parameter(np.ones(dim, dtype))
+        self.bias = Parameter(np.zeros(dim, dtype)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis; weight starts at 1."""
+
+    def __init__(self, dim, eps=1e-6, dtype=None):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        self.weight = Parameter(np.ones(dim, dtype or get_default_dtype()))
+
+    def forward(self, x):
+        return F.rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p while training (scaling the rest by 1/(1-p)); identity in eval."""
+
+    def __init__(self, p=0.0):
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
