@@ -172,7 +172,8 @@ class Tensor:
     def __bool__(self):
         if self.size != 1:
             raise ValueError(
-                f"bool: a tensor of shape {self.shape} has no single truth value; use x.data.any() or x.data.all(), or reduce it first"
+                f"bool: a tensor of shape {self.shape} has no single truth value; "
+                "use x.data.any() or x.data.all(), or reduce it first"
             )
         return bool(self.data)
 
