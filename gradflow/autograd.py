@@ -232,13 +232,7 @@ def backward(root, grad=None, retain_graph=False):
         retained = node._retained and node._retained()
         if retained is not None:
             retained._accumulate_grad(grad)
-        input_grads = type(node).backward(node, grad)
-        if len(node.inputs) == 1 and not isinstance(input_grads, tuple):
-            input_grads = (input_grads,)
-        if len(input_grads) != len(node.inputs):
-            raise ValueError(
-                f"{node.name}.backward returned {len(input_grads)} gradients for {len(node.inputs)} inputs"
-            )
+        input_grads = _as_grad_tuple(node, type(node).backward(node, grad))
         for i, (t, g) in enumerate(zip(node.inputs, input_grads)):
             if g is None or not node.needs_input_grad[i]:
                 continue
@@ -251,6 +245,21 @@ def backward(root, grad=None, retain_graph=False):
                 pending[t.grad_fn] = g
         if not retain_graph:
             node._release()
+
+
+def _as_grad_tuple(node, grads):
+    """backward returns one gradient per input: a tuple (or list), or a bare array for a single input."""
+    n = len(node.inputs)
+    if not isinstance(grads, (tuple, list)):
+        if n != 1:
+            raise ValueError(
+                f"{node.name}.backward returned a single {type(grads).__name__} for {n} inputs; "
+                "return a tuple with one gradient (or None) per input"
+            )
+        return (grads,)
+    if len(grads) != n:
+        raise ValueError(f"{node.name}.backward returned {len(grads)} gradients for {n} input{'s' * (n != 1)}")
+    return grads
 
 
 def _input_grad(node, i, t, g):

@@ -33,6 +33,9 @@ def ones(*shape, dtype=None, requires_grad=False):
 
 
 def full(shape, value, dtype=None, requires_grad=False):
+    """A tensor filled with value; an int value gives int64 and a bool gives bool, as in PyTorch."""
+    if dtype is None and isinstance(value, (bool, int, np.integer, np.bool_)):
+        dtype = np.bool_ if isinstance(value, (bool, np.bool_)) else np.int64
     return Tensor(np.full(_shape((shape,)), value, _float(dtype)), requires_grad)
 
 

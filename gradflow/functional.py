@@ -9,7 +9,6 @@ and in gradient.
 import numpy as np
 
 from . import ops
-from .checks import broadcast_shape
 from .rng import generator
 from .tensor import Tensor, as_tensor
 
@@ -127,14 +126,25 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
         raise ValueError(f"attention: q {q.shape} and k {k.shape} must have the same last size d")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention: k {k.shape} and v {v.shape} must have the same number of keys")
-    broadcast_shape("attention", q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    try:
+        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"attention: batch dimensions of q {q.shape}, k {k.shape} and v {v.shape} cannot be broadcast"
+        ) from None
     tq, tk = q.shape[-2], k.shape[-2]
     allowed = None
     if mask is not None:
         allowed = np.asarray(getattr(mask, "data", mask))
         if allowed.dtype != bool:
             raise TypeError(f"attention: mask must be boolean (True = may attend), got {allowed.dtype}")
-        broadcast_shape("attention", allowed.shape, q.shape[:-2] + (tq, tk))
+        scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (tq, tk)
+        try:
+            np.broadcast_shapes(allowed.shape, scores_shape)
+        except ValueError:
+            raise ValueError(
+                f"attention: mask of shape {allowed.shape} does not broadcast to the scores' shape {scores_shape}"
+            ) from None
     if causal:
         allowed = causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
     return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, scale=scale)

@@ -19,7 +19,10 @@ def as_array(data, dtype=None):
     if isinstance(data, (np.ndarray, np.generic)):
         array = np.array(data, dtype=dtype)
     else:
-        array = np.array(data)
+        try:
+            array = np.array(data)
+        except ValueError as e:
+            raise ValueError(f"tensor: cannot make a tensor of this data: {e}") from None
         if dtype is not None:
             array = array.astype(dtype)
         elif is_float(array.dtype):
@@ -45,6 +48,7 @@ def _lift(x, other):
         scalar = np.asarray(x)
         if is_float(other.dtype) or not is_float(scalar.dtype):
             return Tensor._make(scalar.astype(other.dtype), False, None)
+        return Tensor._make(scalar.astype(get_default_dtype()), False, None)
     return Tensor(x)
 
 
@@ -419,7 +423,12 @@ class Tensor:
 
     def unsqueeze(self, axis):
         """Insert an axis of size 1 at `axis` (of the result; negative counts from its end)."""
-        new = normalize_axis("unsqueeze", axis, (None,) * (self.ndim + 1))
+        if not -self.ndim - 1 <= axis <= self.ndim:
+            raise ValueError(
+                f"unsqueeze: axis {axis} is out of range for a tensor of shape {self.shape} "
+                f"(a new axis goes at -{self.ndim + 1} to {self.ndim})"
+            )
+        new = axis % (self.ndim + 1)
         return ops.Reshape.apply(self, shape=self.shape[:new] + (1,) + self.shape[new:])
 
     def expand(self, *shape):
@@ -457,5 +466,10 @@ def matmul(a, b):
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if a.shape[-1] != k_b:
         raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner sizes {a.shape[-1]} and {k_b} differ")
-    broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
+        ) from None
     return ops.Matmul.apply(a, b)

@@ -33,8 +33,8 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         p, t, valid = ctx.saved_tensors
-        if ctx.reduction == "mean":
-            weight = valid * (grad / ctx.count)
+        if ctx.reduction == "mean":  # with no row counted there is nothing to differentiate: zeros
+            weight = valid * (grad / max(ctx.count, 1))
         else:  # "sum" gives a scalar g for every row, "none" one g per row
             weight = valid * grad
         dz = p.copy()
