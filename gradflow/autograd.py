@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from .dtype import get_default_dtype, is_float
+from .dtype import get_default_dtype
 
 _grad_enabled = True
 
@@ -163,13 +163,16 @@ def _keep_dtype(out, arrays):
     """Results stay in the inputs' float dtype.
 
     numpy 2 promotes float32 with a float64 scalar or constant to float64 without a word; an
-    op's result is cast back to the float dtype of its inputs (integer inputs that produce floats,
-    as in the mean of token ids, give the default float dtype).
+    op's result is cast back to the widest float dtype of its inputs (integer inputs that produce
+    floats, as in the mean of token ids, give the default float dtype).
     """
-    if not is_float(out.dtype):
+    if out.dtype.kind != "f":
         return out
-    floats = [a.dtype for a in arrays if a is not None and is_float(a.dtype)]
-    dtype = np.result_type(*floats) if floats else get_default_dtype()
+    dtype = None
+    for a in arrays:
+        if a is not None and a.dtype.kind == "f" and (dtype is None or a.dtype.itemsize > dtype.itemsize):
+            dtype = a.dtype
+    dtype = dtype or get_default_dtype()
     return out if out.dtype == dtype else out.astype(dtype)
 
 

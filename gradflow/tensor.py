@@ -54,7 +54,8 @@ def _lift(x, other):
 
 def _binary(op, a, b):
     a, b = _lift(a, b), _lift(b, a)
-    broadcast_shape(op.name, a.shape, b.shape)
+    if a.shape != b.shape:
+        broadcast_shape(op.name, a.shape, b.shape)
     return op.apply(a, b)
 
 

@@ -36,7 +36,8 @@ def _all_ops():
     while stack:
         for sub in stack.pop().__subclasses__():
             stack.append(sub)
-            if sub.__module__.startswith("gradflow.") and sub.forward is not Function.forward:
+            concrete = not sub.__name__.startswith("_")  # _Extreme is the shared base of Max and Min
+            if sub.__module__.startswith("gradflow.") and concrete and sub.forward is not Function.forward:
                 found.add(sub)
     return found
 

@@ -60,9 +60,20 @@ class Var(Function):
 
 
 class _Extreme(Function):
-    """Shared backward of max and min: g flows to the elements equal to the result, split evenly
-    among ties (as numpy's amax and PyTorch's amax), so the gradient is the same whichever tied
-    element a forward would have picked."""
+    """max or min over axis (`pick` is np.max or np.min).
+
+    Backward: g flows to the elements equal to the result, split evenly among ties (as numpy's amax
+    and PyTorch's amax), so the gradient is the same whichever tied element a forward would pick.
+    """
+
+    pick = None
+
+    @staticmethod
+    def forward(ctx, x, axis, keepdims=False):
+        y = ctx.pick(x, axis=axis, keepdims=keepdims)  # ctx is the Max or Min node itself
+        ctx.save_for_backward(x, y)
+        ctx.axis, ctx.keepdims = axis, keepdims
+        return y
 
     @staticmethod
     def backward(ctx, grad):
@@ -75,23 +86,13 @@ class _Extreme(Function):
 class Max(_Extreme):
     """y = max_i x_i over axis;  dL/dx_i = g [x_i = y] / #ties"""
 
-    @staticmethod
-    def forward(ctx, x, axis, keepdims=False):
-        y = x.max(axis=axis, keepdims=keepdims)
-        ctx.save_for_backward(x, y)
-        ctx.axis, ctx.keepdims = axis, keepdims
-        return y
+    pick = staticmethod(np.max)
 
 
 class Min(_Extreme):
     """y = min_i x_i over axis;  dL/dx_i = g [x_i = y] / #ties"""
 
-    @staticmethod
-    def forward(ctx, x, axis, keepdims=False):
-        y = x.min(axis=axis, keepdims=keepdims)
-        ctx.save_for_backward(x, y)
-        ctx.axis, ctx.keepdims = axis, keepdims
-        return y
+    pick = staticmethod(np.min)
 
 
 def logsumexp(x, axis):
