@@ -112,13 +112,8 @@ def causal_mask(tq, tk):
     return np.tri(tq, tk, k=tk - tq, dtype=bool)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
-    """softmax(q k^T / sqrt(d) masked) v on (..., T, d) inputs.
-
-    mask: boolean, broadcastable to (..., Tq, Tk), True = may attend (PyTorch's convention).
-    causal: also forbid attending to later positions. A query with nothing to attend to gets zeros.
-    """
-    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+def _attention_mask(q, k, v, mask, causal):
+    """Check q, k, v and combine `mask` and `causal` into one boolean `allowed` (or None)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim < 2:
             raise ValueError(f"attention: {name} must be (..., T, d), got shape {t.shape}")
@@ -127,7 +122,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention: k {k.shape} and v {v.shape} must have the same number of keys")
     try:
-        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
         raise ValueError(
             f"attention: batch dimensions of q {q.shape}, k {k.shape} and v {v.shape} cannot be broadcast"
@@ -138,13 +133,36 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None):
         allowed = np.asarray(getattr(mask, "data", mask))
         if allowed.dtype != bool:
             raise TypeError(f"attention: mask must be boolean (True = may attend), got {allowed.dtype}")
-        scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (tq, tk)
         try:
-            np.broadcast_shapes(allowed.shape, scores_shape)
+            np.broadcast_shapes(allowed.shape, batch + (tq, tk))
         except ValueError:
             raise ValueError(
-                f"attention: mask of shape {allowed.shape} does not broadcast to the scores' shape {scores_shape}"
+                f"attention: mask of shape {allowed.shape} does not broadcast to the scores' shape {batch + (tq, tk)}"
             ) from None
     if causal:
         allowed = causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
-    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, scale=scale)
+    return allowed, batch + (tq, tk)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, dropout_p=0.0):
+    """softmax(q k^T / sqrt(d) masked) v on (..., T, d) inputs.
+
+    mask: boolean, broadcastable to (..., Tq, Tk), True = may attend (PyTorch's convention).
+    causal: also forbid attending to later positions. A query with nothing to attend to gets zeros.
+    dropout_p: drop attention weights with this probability (scaling the rest by 1/(1-p)).
+    """
+    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    allowed, scores_shape = _attention_mask(q, k, v, mask, causal)
+    if not 0 <= dropout_p < 1:
+        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    drop = None
+    if dropout_p > 0:
+        drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
+    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, scale=scale, drop=drop)
+
+
+def attention_weights(q, k, mask=None, causal=False, scale=None):
+    """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked), outside the graph: for pictures."""
+    q, k = as_tensor(q), as_tensor(k)
+    allowed, _ = _attention_mask(q, k, k, mask, causal)
+    return Tensor._make(ops.attention.attention_weights(q.data, k.data, allowed, scale), False, None)

@@ -62,6 +62,11 @@ def _dropout(x):
     return F.dropout(x, 0.3)
 
 
+def _attention_dropout(q, k, v):
+    manual_seed(7)
+    return F.scaled_dot_product_attention(q, k, v, causal=True, dropout_p=0.4)
+
+
 CASES = [
     # --- arithmetic, with broadcasting -----------------------------------------------------------
     *_cases("add", lambda a, b: a + b, *BINARY_SHAPES),
@@ -182,6 +187,7 @@ CASES = [
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=NO_KEYS),
         ((3, 2), (3, 2), (3, 2)),
     ),
+    *_cases("attention dropout", _attention_dropout, ((2, 3, 4), (2, 5, 4), (2, 5, 3))),
     *_cases(
         "attention shared kv heads",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),

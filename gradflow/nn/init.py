@@ -1,31 +1,64 @@
-"""Weight initialisations, in place, drawn from gradflow's seeded generator.
+"""Creating and initialising parameters, in place, from gradflow's seeded generator.
 
 GPT-2 and Llama draw every Linear and Embedding weight from N(0, 0.02^2) with zero biases, and
 GPT-2 shrinks the projections that write into the residual stream to std 0.02 / sqrt(2 n_layer),
 so that the sum of 2 n_layer residual updates keeps a variance of order one. Linear's own default
 is PyTorch's: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+
+Inside `with meta():` parameters have their shapes but no memory (a zero-strided view of one
+number), so a 500M-parameter configuration can be built and counted on any laptop.
 """
+
+from contextlib import contextmanager
 
 import numpy as np
 
+from ..dtype import get_default_dtype
 from ..rng import generator
+from .module import Parameter
+
+_meta = False
+
+
+@contextmanager
+def meta():
+    """Build modules whose parameters have shapes but no storage: for counting, not computing."""
+    global _meta
+    previous, _meta = _meta, True
+    try:
+        yield
+    finally:
+        _meta = previous
+
+
+def parameter(*shape, dtype=None):
+    """A zero Parameter of `shape` (shape-only inside `meta()`)."""
+    dtype = np.dtype(dtype or get_default_dtype())
+    data = np.broadcast_to(np.zeros((), dtype), shape) if _meta else np.zeros(shape, dtype)
+    p = Parameter.__new__(Parameter)
+    p._init(data, True, None)
+    return p
 
 
 def normal_(p, std=0.02, mean=0.0):
-    p.data = (mean + std * generator().standard_normal(p.shape)).astype(p.dtype)
+    if not _meta:
+        p.data = (mean + std * generator().standard_normal(p.shape)).astype(p.dtype)
     return p
 
 
 def uniform_(p, low, high):
-    p.data = generator().uniform(low, high, p.shape).astype(p.dtype)
+    if not _meta:
+        p.data = generator().uniform(low, high, p.shape).astype(p.dtype)
     return p
 
 
 def zeros_(p):
-    p.data = np.zeros(p.shape, p.dtype)
+    if not _meta:
+        p.data = np.zeros(p.shape, p.dtype)
     return p
 
 
 def ones_(p):
-    p.data = np.ones(p.shape, p.dtype)
+    if not _meta:
+        p.data = np.ones(p.shape, p.dtype)
     return p

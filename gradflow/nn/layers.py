@@ -2,12 +2,9 @@
 
 import math
 
-import numpy as np
-
 from .. import functional as F
-from ..dtype import get_default_dtype
 from . import init
-from .module import Module, Parameter
+from .module import Module
 
 
 class Linear(Module):
@@ -16,10 +13,9 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        dtype = dtype or get_default_dtype()
         bound = 1 / math.sqrt(in_features)
-        self.weight = init.uniform_(Parameter(np.zeros((out_features, in_features), dtype)), -bound, bound)
-        self.bias = init.uniform_(Parameter(np.zeros(out_features, dtype)), -bound, bound) if bias else None
+        self.weight = init.uniform_(init.parameter(out_features, in_features, dtype=dtype), -bound, bound)
+        self.bias = init.uniform_(init.parameter(out_features, dtype=dtype), -bound, bound) if bias else None
 
     def forward(self, x):
         if x.shape[-1] != self.in_features:
@@ -37,8 +33,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        dtype = dtype or get_default_dtype()
-        self.weight = init.normal_(Parameter(np.zeros((num_embeddings, embedding_dim), dtype)), std=0.02)
+        self.weight = init.normal_(init.parameter(num_embeddings, embedding_dim, dtype=dtype), std=0.02)
 
     def forward(self, ids):
         return F.embedding(ids, self.weight)
@@ -53,9 +48,8 @@ class LayerNorm(Module):
     def __init__(self, dim, eps=1e-5, bias=True, dtype=None):
         super().__init__()
         self.dim, self.eps = dim, eps
-        dtype = dtype or get_default_dtype()
-        self.weight = Parameter(np.ones(dim, dtype))
-        self.bias = Parameter(np.zeros(dim, dtype)) if bias else None
+        self.weight = init.ones_(init.parameter(dim, dtype=dtype))
+        self.bias = init.parameter(dim, dtype=dtype) if bias else None
 
     def forward(self, x):
         return F.layer_norm(x, self.weight, self.bias, self.eps)
@@ -70,7 +64,7 @@ class RMSNorm(Module):
     def __init__(self, dim, eps=1e-6, dtype=None):
         super().__init__()
         self.dim, self.eps = dim, eps
-        self.weight = Parameter(np.ones(dim, dtype or get_default_dtype()))
+        self.weight = init.ones_(init.parameter(dim, dtype=dtype))
 
     def forward(self, x):
         return F.rms_norm(x, self.weight, self.eps)

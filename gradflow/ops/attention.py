@@ -7,16 +7,32 @@ import numpy as np
 from ..autograd import Function
 
 
+def attention_weights(q, k, allowed=None, scale=None):
+    """attn = softmax(q @ k^T * scale) along keys (numpy arrays; scale defaults to 1/sqrt(d)).
+
+    Disallowed scores become -inf, so their weight exp(-inf) = 0; a query with no allowed key gets
+    all-zero weights (the row's max is taken as 0 and its sum as 1) instead of 0/0 = NaN.
+    """
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    m = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(m), m, 0))
+    s = e.sum(axis=-1, keepdims=True)
+    return e / np.where(s > 0, s, 1)
+
+
 class ScaledDotProductAttention(Function):
-    """out = attn @ v,  attn = softmax(scores) along keys,  scores = q @ k^T * scale  (scale = 1/sqrt(d))
+    """out = attn' @ v,  attn' = attn * drop,  attn = softmax(scores),  scores = q @ k^T * scale
 
     q: (..., Tq, d), k: (..., Tk, d), v: (..., Tk, dv); `allowed`: boolean, broadcastable to
-    (..., Tq, Tk), True where a query may attend to a key. Disallowed scores become -inf, so their
-    weight exp(-inf) = 0; a query with no allowed key gets all-zero weights, hence a zero output.
+    (..., Tq, Tk), True where a query may attend to a key. `drop` is dropout's mask already scaled
+    (0 or 1/(1-p)); without dropout attn' = attn.
 
     Backward, with G = dL/d(out):
-      dv = attn^T @ G
-      dattn = G @ v^T
+      dv = attn'^T @ G
+      dattn = (G @ v^T) * drop
       dscores = attn * (dattn - rowsum(dattn * attn))     (the softmax backward, per query row)
       dq = dscores @ k * scale,   dk = dscores^T @ q * scale
     """
@@ -24,24 +40,21 @@ class ScaledDotProductAttention(Function):
     name = "attention"
 
     @staticmethod
-    def forward(ctx, q, k, v, allowed=None, scale=None):
+    def forward(ctx, q, k, v, allowed=None, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-        scores = (q @ np.swapaxes(k, -1, -2)) * scale
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
-        m = scores.max(axis=-1, keepdims=True)
-        e = np.exp(scores - np.where(np.isfinite(m), m, 0))
-        s = e.sum(axis=-1, keepdims=True)
-        attn = e / np.where(s > 0, s, 1)
-        ctx.save_for_backward(q, k, v, attn)
-        ctx.scale = scale
-        return attn @ v
+        attn = attention_weights(q, k, allowed, scale)
+        dropped = attn if drop is None else attn * drop
+        ctx.save_for_backward(q, k, v, attn, dropped)
+        ctx.scale, ctx.drop = scale, drop
+        return dropped @ v
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, attn = ctx.saved_tensors
-        dv = np.swapaxes(attn, -1, -2) @ grad
+        q, k, v, attn, dropped = ctx.saved_tensors
+        dv = np.swapaxes(dropped, -1, -2) @ grad
         dattn = grad @ np.swapaxes(v, -1, -2)
+        if ctx.drop is not None:
+            dattn = dattn * ctx.drop
         dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True))
         dq = (dscores @ k) * ctx.scale
         dk = (np.swapaxes(dscores, -1, -2) @ q) * ctx.scale

@@ -1,0 +1,81 @@
+"""Transformer blocks: attention and feed-forward sublayers, each wrapped in a residual and a norm.
+
+    pre-norm  (GPT-2, Llama):        x = x + Attn(Norm(x));   x = x + FFN(Norm(x))
+    post-norm (001, "Add & Norm"):   x = Norm(x + Attn(x));   x = Norm(x + FFN(x))
+
+Pre-norm leaves the residual stream x untouched by normalisation, so gradients reach early layers
+along an identity path; post-norm normalises the stream itself after every sublayer.
+"""
+
+from .attention import MultiHeadAttention
+from .ffn import MLP, SwiGLU
+from .layers import LayerNorm, RMSNorm
+from .module import Module
+
+
+def make_norm(kind, d_model, eps, dtype=None):
+    if kind == "layer":
+        return LayerNorm(d_model, eps=eps, dtype=dtype)
+    if kind == "rms":
+        return RMSNorm(d_model, eps=eps, dtype=dtype)
+    raise ValueError(f"norm must be 'layer' or 'rms', got {kind!r}")
+
+
+class TransformerBlock(Module):
+    """One block: self-attention, optional cross-attention (a decoder's view of the encoder), FFN.
+
+    ffn: "relu" or "gelu" (two-layer MLP) or "swiglu"; norm: "layer" or "rms"; norm_first: pre-norm.
+    forward(x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, cache=None)
+    """
+
+    def __init__(
+        self,
+        d_model,
+        n_heads,
+        d_ff,
+        n_kv_heads=None,
+        ffn="gelu",
+        norm="layer",
+        norm_first=True,
+        eps=1e-5,
+        bias=True,
+        attn_bias=None,
+        cross_attention=False,
+        rope=None,
+        dropout=0.0,
+        dtype=None,
+    ):
+        super().__init__()
+        self.norm_first = norm_first
+        attn_bias = bias if attn_bias is None else attn_bias
+        self.attn_norm = make_norm(norm, d_model, eps, dtype)
+        self.attn = MultiHeadAttention(
+            d_model, n_heads, n_kv_heads, bias=attn_bias, out_bias=bias, rope=rope, dropout=dropout, dtype=dtype
+        )
+        self.cross_attn = None
+        if cross_attention:
+            self.cross_norm = make_norm(norm, d_model, eps, dtype)
+            self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads, bias=bias, dropout=dropout, dtype=dtype)
+        self.ffn_norm = make_norm(norm, d_model, eps, dtype)
+        if ffn == "swiglu":
+            self.ffn = SwiGLU(d_model, d_ff, bias=bias, dropout=dropout, dtype=dtype)
+        else:
+            self.ffn = MLP(d_model, d_ff, activation=ffn, bias=bias, dropout=dropout, dtype=dtype)
+
+    def _sublayer(self, x, norm, fn):
+        """Residual around fn, with the norm before fn (pre-norm) or after the sum (post-norm)."""
+        return x + fn(norm(x)) if self.norm_first else norm(x + fn(x))
+
+    def forward(self, x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, cache=None):
+        def self_attention(h):
+            return self.attn(h, causal=causal, mask=mask, lengths=lengths, cache=cache)
+
+        def cross_attention(h):
+            return self.cross_attn(h, context=context, lengths=context_lengths)
+
+        x = self._sublayer(x, self.attn_norm, self_attention)
+        if self.cross_attn is not None:
+            if context is None:
+                raise ValueError("TransformerBlock: a block with cross-attention needs a context")
+            x = self._sublayer(x, self.cross_norm, cross_attention)
+        return self._sublayer(x, self.ffn_norm, self.ffn)
