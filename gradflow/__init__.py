@@ -7,7 +7,7 @@ y.backward()
 x.grad
 """
 
-from . import functional, nn, ops
+from . import functional, nn, ops, optim
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad
 from .creation import (
     arange,
@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Function", "GradcheckError", "Tensor", "arange", "cat", "enable_grad", "full", "full_like",
     "functional", "get_default_dtype", "get_rng_state", "gradcheck", "is_grad_enabled",
-    "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad", "numerical_grad", "ones",
+    "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad", "optim", "numerical_grad", "ones",
     "ones_like", "ops", "rand", "rand_like", "randn", "randn_like", "set_default_dtype",
     "set_rng_state", "split", "stack", "tensor", "tril", "triu", "where", "zeros", "zeros_like",
 ]  # fmt: skip

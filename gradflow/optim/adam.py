@@ -1,0 +1,48 @@
+"""Adam and AdamW, with PyTorch's update formulas and defaults."""
+
+import numpy as np
+
+from .optimizer import Optimizer, check_positive
+
+
+class Adam(Optimizer):
+    """At step t, with g = grad (+ weight_decay * p, the L2 penalty, for Adam):
+    m = beta1 m + (1 - beta1) g                 running mean of gradients
+    v = beta2 v + (1 - beta2) g^2               running mean of squared gradients
+    m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)    undo the bias of starting at zero
+    p = p - lr m_hat / (sqrt(v_hat) + eps)      eps outside the square root, as PyTorch
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        check_positive(type(self).__name__, lr=lr, eps=eps, weight_decay=weight_decay)
+        if not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"{type(self).__name__}: betas must lie in [0, 1), got {betas}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+
+    def update(self, p, g, state, group):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if wd and self.decoupled:
+            p.data *= 1 - lr * wd  # AdamW: shrink the weights directly, apart from the gradient statistics
+        elif wd:
+            g = g + wd * p.data
+        if not state:
+            state.update(step=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
+        state["step"] += 1
+        t = state["step"]
+        state["m"] = beta1 * state["m"] + (1 - beta1) * g
+        state["v"] = beta2 * state["v"] + (1 - beta2) * g * g
+        m_hat = state["m"] / (1 - beta1**t)
+        v_hat = state["v"] / (1 - beta2**t)
+        p.data -= (lr * m_hat / (np.sqrt(v_hat) + eps)).astype(p.dtype, copy=False)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p = p (1 - lr weight_decay) before the Adam step
+    (Loshchilov & Hutter); default weight_decay 0.01, as PyTorch."""
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -1,0 +1,82 @@
+"""Optimizer steps against numbers computed by hand from PyTorch's formulas."""
+
+import numpy as np
+import pytest
+
+import gradflow as gf
+from gradflow.nn import Parameter
+
+
+def run(opt_cls, grads, start=(1.0, -2.0), **kwargs):
+    p = Parameter(np.array(start))
+    opt = opt_cls([p], **kwargs)
+    for g in grads:
+        p.grad = np.array(g)
+        opt.step()
+    return p.data
+
+
+def test_sgd_plain_and_with_weight_decay():
+    np.testing.assert_allclose(run(gf.optim.SGD, [[0.5, -1.0]], lr=0.1), [0.95, -1.9])
+    # g = grad + 0.1 p = [0.6, -1.2]
+    np.testing.assert_allclose(run(gf.optim.SGD, [[0.5, -1.0]], lr=0.1, weight_decay=0.1), [0.94, -1.88])
+
+
+def test_sgd_momentum_buffer_starts_at_the_first_gradient():
+    # b1 = g1 = [0.5, -1];  p = [0.95, -1.9];  b2 = 0.9 b1 + g2 = [0.7, 1.1];  p = [0.88, -2.01]
+    np.testing.assert_allclose(run(gf.optim.SGD, [[0.5, -1.0], [0.25, 2.0]], lr=0.1, momentum=0.9), [0.88, -2.01])
+
+
+def test_adam_two_steps_by_hand():
+    # step 1: m_hat = g, v_hat = g^2, so p moves lr * sign(g):  [0.9, -1.9]
+    # step 2: m = [0.07, 0.11], v = [0.00031225, 0.004999]
+    #         m_hat = m / 0.19 = [0.36842105, 0.57894737],  v_hat = v / 0.001999 = [0.15620310, 2.50075038]
+    #         p -= 0.1 m_hat / (sqrt(v_hat) + 1e-8) = [0.09321796, 0.03661035]
+    p = run(gf.optim.Adam, [[0.5, -1.0], [0.25, 2.0]], lr=0.1)
+    np.testing.assert_allclose(p, [0.8067820385, -1.9366103525], rtol=1e-9)
+
+
+def test_adam_l2_versus_adamw_decoupled_decay():
+    # Adam: g = [0.5, -1] + 0.1 [1, -2] = [0.6, -1.2]; first step moves lr * sign(g)
+    np.testing.assert_allclose(run(gf.optim.Adam, [[0.5, -1.0]], lr=0.1, weight_decay=0.1), [0.9, -1.9])
+    # AdamW: p = p (1 - 0.1 * 0.1) = [0.99, -1.98], then the same Adam step
+    np.testing.assert_allclose(run(gf.optim.AdamW, [[0.5, -1.0]], lr=0.1, weight_decay=0.1), [0.89, -1.88])
+
+
+def test_parameter_groups_take_their_own_options():
+    w, b = Parameter(np.array([1.0])), Parameter(np.array([1.0]))
+    opt = gf.optim.AdamW([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=0.1, weight_decay=0.5)
+    w.grad = b.grad = np.array([1.0])
+    opt.step()
+    np.testing.assert_allclose(w.data, [1.0 * (1 - 0.05) - 0.1])
+    np.testing.assert_allclose(b.data, [0.9])
+
+
+def test_float32_parameters_stay_float32():
+    p = Parameter(np.array([1.0, 2.0], dtype=np.float32))
+    opt = gf.optim.Adam([p])
+    p.grad = np.array([0.1, 0.2], dtype=np.float32)
+    opt.step()
+    assert p.data.dtype == np.float32
+
+
+def test_parameters_without_grad_are_skipped_and_zero_grad_clears():
+    a, b = Parameter(np.array([1.0])), Parameter(np.array([1.0]))
+    opt = gf.optim.SGD([a, b], lr=1.0)
+    a.grad = np.array([1.0])
+    opt.step()
+    assert a.data[0] == 0.0 and b.data[0] == 1.0
+    opt.zero_grad()
+    assert a.grad is None
+
+
+def test_bad_options_are_clear_errors():
+    p = Parameter(np.array([1.0]))
+    with pytest.raises(ValueError, match="Adam: betas must lie in"):
+        gf.optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="SGD: lr must be a non-negative number"):
+        gf.optim.SGD([p], lr=-1)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        gf.optim.SGD([])
+    with pytest.raises(ValueError, match="unknown options \\['momentum'\\]"):
+        gf.optim.Adam([{"params": [p], "momentum": 0.9}])
