@@ -1,0 +1,88 @@
+"""A GPT-2 style decoder, top to bottom.
+
+    x_0 = E[ids] + P[positions]                       token + learned position embeddings  (B, T, d)
+    x_l = x_(l-1) + Attn(LN(x_(l-1)))                 causal multi-head self-attention, pre-norm
+    x_l = x_l + MLP(LN(x_l)),  MLP = GELU MLP 4d wide
+    logits = LN(x_L) E^T                              the head shares the token embedding (tied)
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradflow import functional as F
+from gradflow import nn
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50257
+    block_size: int = 1024  # the longest context
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+    tie_weights: bool = True
+    eps: float = 1e-5
+
+
+class GPT(nn.Module):
+    def __init__(self, config, dtype=None):
+        super().__init__()
+        self.config = c = config
+        self.wte = nn.Embedding(c.vocab_size, c.n_embd, dtype=dtype)
+        self.wpe = nn.LearnedPositionalEncoding(c.block_size, c.n_embd, dtype=dtype)
+        self.drop = nn.Dropout(c.dropout)
+        block = dict(ffn="gelu", norm="layer", norm_first=True, eps=c.eps, bias=c.bias, dropout=c.dropout, dtype=dtype)
+        self.blocks = nn.ModuleList(nn.TransformerBlock(c.n_embd, c.n_head, 4 * c.n_embd, **block) for _ in range(c.n_layer))
+        self.ln_f = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False, dtype=dtype)
+        self._init_weights()
+        if c.tie_weights:
+            self.lm_head.weight = self.wte.weight
+
+    def _init_weights(self):
+        """N(0, 0.02^2) weights and zero biases; the two projections that write into the residual
+        stream in each block get std 0.02 / sqrt(2 n_layer) (GPT-2)."""
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif name.endswith(("attn.o_proj.weight", "ffn.fc2.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.config.n_layer))
+            elif p.ndim == 2:
+                nn.init.normal_(p, std=0.02)
+
+    @classmethod
+    def count_parameters(cls, config):
+        """The parameter count of `config`, by building the model without allocating its weights."""
+        with nn.init.meta():
+            return cls(config).num_parameters()
+
+    def new_cache(self):
+        """One empty KV cache per block, for incremental decoding."""
+        return [nn.KVCache() for _ in self.blocks]
+
+    def forward(self, ids, targets=None, cache=None):
+        """ids: (B, T) token ids -> (logits (B, T, vocab), mean cross-entropy against targets or None).
+
+        With a cache (from new_cache), ids are the next tokens after those already cached.
+        """
+        ids = np.asarray(getattr(ids, "data", ids))
+        b, t = ids.shape
+        offset = 0 if cache is None else cache[0].length
+        x = self.drop(self.wpe(self.wte(ids), offset=offset))  # (B, T, d)
+        for i, block in enumerate(self.blocks):
+            x = block(x, causal=True, cache=None if cache is None else cache[i])
+        logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            targets = np.asarray(getattr(targets, "data", targets))
+            loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
+        return logits, loss
+
+
+def gpt2_small():
+    """GPT-2 small: 124,439,808 parameters with the head tied to the token embedding."""
+    return GPTConfig()
