@@ -1,9 +1,9 @@
 """A GPT-2 style decoder, top to bottom.
 
-    x_0 = E[ids] + P[positions]                       token + learned position embeddings  (B, T, d)
-    x_l = x_(l-1) + Attn(LN(x_(l-1)))                 causal multi-head self-attention, pre-norm
-    x_l = x_l + MLP(LN(x_l)),  MLP = GELU MLP 4d wide
-    logits = LN(x_L) E^T                              the head shares the token embedding (tied)
+x_0 = E[ids] + P[positions]                       token + learned position embeddings  (B, T, d)
+x_l = x_(l-1) + Attn(LN(x_(l-1)))                 causal multi-head self-attention, pre-norm
+x_l = x_l + MLP(LN(x_l)),  MLP = GELU MLP 4d wide
+logits = LN(x_L) E^T                              the head shares the token embedding (tied)
 """
 
 import math
@@ -36,7 +36,9 @@ class GPT(nn.Module):
         self.wpe = nn.LearnedPositionalEncoding(c.block_size, c.n_embd, dtype=dtype)
         self.drop = nn.Dropout(c.dropout)
         block = dict(ffn="gelu", norm="layer", norm_first=True, eps=c.eps, bias=c.bias, dropout=c.dropout, dtype=dtype)
-        self.blocks = nn.ModuleList(nn.TransformerBlock(c.n_embd, c.n_head, 4 * c.n_embd, **block) for _ in range(c.n_layer))
+        self.blocks = nn.ModuleList(
+            nn.TransformerBlock(c.n_embd, c.n_head, 4 * c.n_embd, **block) for _ in range(c.n_layer)
+        )
         self.ln_f = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False, dtype=dtype)
         self._init_weights()
