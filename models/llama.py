@@ -1,9 +1,9 @@
 """A Llama / Qwen style decoder, top to bottom.
 
-    x_0 = E[ids]                                      no position embedding: RoPE rotates q and k
-    x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention with RoPE
-    x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
-    logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
+x_0 = E[ids]                                      no position embedding: RoPE rotates q and k
+x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention with RoPE
+x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
+logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
 """
 
 from dataclasses import dataclass

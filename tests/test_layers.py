@@ -77,6 +77,14 @@ def test_decoder_block_with_cross_attention_gradcheck(float64):
     assert gf.gradcheck(fn, gf.randn(2, 3, 8, requires_grad=True), memory, *block.parameters())
 
 
+def test_cross_attention_context_mask_equals_context_lengths(float64):
+    block = nn.TransformerBlock(8, 2, 12, cross_attention=True)
+    x, memory = gf.randn(2, 3, 8), gf.randn(2, 5, 8)
+    keys = np.arange(5) < np.array([5, 2])[:, None]  # (B, S): True = a real source token
+    by_mask = block(x, context=memory, context_mask=keys[:, None, None, :])
+    np.testing.assert_array_equal(by_mask.data, block(x, context=memory, context_lengths=[5, 2]).data)
+
+
 def test_post_norm_and_pre_norm_compute_what_they_say(float64):
     block = nn.TransformerBlock(8, 2, 12, norm_first=False)
     x = gf.randn(1, 3, 8)

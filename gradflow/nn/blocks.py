@@ -25,7 +25,8 @@ class TransformerBlock(Module):
     """One block: self-attention, optional cross-attention (a decoder's view of the encoder), FFN.
 
     ffn: "relu" or "gelu" (two-layer MLP) or "swiglu"; norm: "layer" or "rms"; norm_first: pre-norm.
-    forward(x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, cache=None)
+    forward(x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, context_mask=None,
+            cache=None): mask/lengths restrict self-attention, context_mask/context_lengths cross-attention.
     """
 
     def __init__(
@@ -66,12 +67,22 @@ class TransformerBlock(Module):
         """Residual around fn, with the norm before fn (pre-norm) or after the sum (post-norm)."""
         return x + fn(norm(x)) if self.norm_first else norm(x + fn(x))
 
-    def forward(self, x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, cache=None):
+    def forward(
+        self,
+        x,
+        context=None,
+        causal=False,
+        mask=None,
+        lengths=None,
+        context_lengths=None,
+        context_mask=None,
+        cache=None,
+    ):
         def self_attention(h):
             return self.attn(h, causal=causal, mask=mask, lengths=lengths, cache=cache)
 
         def cross_attention(h):
-            return self.cross_attn(h, context=context, lengths=context_lengths)
+            return self.cross_attn(h, context=context, mask=context_mask, lengths=context_lengths)
 
         x = self._sublayer(x, self.attn_norm, self_attention)
         if self.cross_attn is not None:
