@@ -9,6 +9,7 @@ are the differentiable inputs (Tensors); keyword arguments are constants (axis, 
 gradient flowing into its output has been summed:  dL/dx = sum over uses u of x of dL/du du/dx.
 """
 
+import contextlib
 import functools
 import weakref
 
@@ -17,6 +18,7 @@ import numpy as np
 from .dtype import get_default_dtype
 
 _grad_enabled = True
+_scope = ()  # the Modules whose forward is running, outermost first: recorded on each node for drawings
 
 
 def is_grad_enabled():
@@ -57,6 +59,17 @@ class enable_grad(_GradMode):
     """Record the graph again inside a `no_grad` block."""
 
     enabled = True
+
+
+@contextlib.contextmanager
+def module_scope(module):
+    """Ops recorded inside belong to `module` (and to the modules around it), for drawing the graph."""
+    global _scope
+    previous, _scope = _scope, _scope + (module,)
+    try:
+        yield
+    finally:
+        _scope = previous
 
 
 def unbroadcast(grad, shape):
@@ -135,11 +148,12 @@ class Function:
             return Tensor._make(out, requires_grad=False, grad_fn=None)
         ctx.inputs = tensors
         ctx.params = params
+        ctx.scope = _scope
         return Tensor._make(out, requires_grad=True, grad_fn=ctx)
 
     def _release(self):
         """Free what forward saved; keep the graph's structure so it can still be drawn."""
-        keep = ("needs_input_grad", "inputs", "params", "_retained")
+        keep = ("needs_input_grad", "inputs", "params", "scope", "_retained")
         self.__dict__ = {k: v for k, v in self.__dict__.items() if k in keep}
         self._freed = True
         self._recording = False

@@ -144,3 +144,12 @@ def test_whole_model_gradcheck_in_float64():
         np.testing.assert_array_equal(m.ln.bias.grad, np.full(4, 7.0))  # and the caller's gradient
     finally:
         gf.set_default_dtype(np.float32)
+
+
+def test_recorded_ops_know_the_modules_they_ran_in():
+    m = Tied()
+    y = m(np.array([[1, 2]]))
+    assert y.grad_fn.scope == (m, m.head)  # the head's matmul
+    inner = y.grad_fn.inputs[0].grad_fn  # the final LayerNorm
+    assert inner.scope == (m, m.ln)
+    assert (gf.randn(2, requires_grad=True) * 2).grad_fn.scope == ()

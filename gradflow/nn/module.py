@@ -7,6 +7,7 @@ map one to one onto PyTorch checkpoints.
 
 import numpy as np
 
+from ..autograd import module_scope
 from ..tensor import Tensor
 
 
@@ -49,7 +50,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        with module_scope(self):  # the ops recorded here know they belong to this module
+            return self.forward(*args, **kwargs)
 
     # --- the tree -------------------------------------------------------------------------------
 
