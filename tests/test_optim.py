@@ -80,3 +80,60 @@ def test_bad_options_are_clear_errors():
         gf.optim.SGD([])
     with pytest.raises(ValueError, match="unknown options \\['momentum'\\]"):
         gf.optim.Adam([{"params": [p], "momentum": 0.9}])
+
+
+def test_warmup_cosine_schedule_by_hand():
+    s = gf.optim.WarmupCosine(max_lr=1.0, warmup=4, decay=12, min_lr=0.1)
+    assert [s(t) for t in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert s(8) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway through the decay: cos(pi/2) = 0
+    assert s(12) == s(100) == 0.1
+    assert gf.optim.Constant(0.3)(999) == 0.3
+    with pytest.raises(ValueError, match="warmup <= decay"):
+        gf.optim.WarmupCosine(1.0, warmup=5, decay=2)
+
+
+def test_clip_grad_norm_scales_the_joint_norm():
+    a, b = Parameter(np.zeros(2)), Parameter(np.zeros(1))
+    a.grad, b.grad = np.array([3.0, 0.0]), np.array([4.0])  # joint norm 5
+    assert gf.optim.clip_grad_norm([a, b], max_norm=1.0) == pytest.approx(5.0)
+    np.testing.assert_allclose(np.r_[a.grad, b.grad], np.array([3.0, 0.0, 4.0]) / (5 + 1e-6))
+    a.grad = np.array([0.3, 0.0])
+    b.grad = np.array([0.4])
+    assert gf.optim.clip_grad_norm([a, b], max_norm=1.0) == pytest.approx(0.5)
+    np.testing.assert_array_equal(a.grad, [0.3, 0.0])  # under the limit: untouched
+
+
+OPTIMIZERS = [lambda ps: gf.optim.AdamW(ps, lr=0.1), lambda ps: gf.optim.SGD(ps, lr=0.1, momentum=0.9)]
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS, ids=["AdamW", "SGD momentum"])
+def test_optimizer_state_round_trip_continues_exactly(make):
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(3) for _ in range(6)]
+
+    def steps(p, opt, gs):
+        for g in gs:
+            p.grad = g.copy()
+            opt.step()
+
+    p1 = Parameter(np.ones(3))
+    opt1 = make([p1])
+    steps(p1, opt1, grads)
+
+    p2 = Parameter(np.ones(3))
+    opt2 = make([p2])
+    steps(p2, opt2, grads[:3])
+    p3 = Parameter(p2.data.copy())
+    opt3 = make([p3])
+    opt3.load_state_dict(opt2.state_dict())
+    steps(p3, opt3, grads[3:])
+    np.testing.assert_array_equal(p3.data, p1.data)
+
+
+def test_optimizer_state_of_other_parameters_is_a_clear_error():
+    opt = gf.optim.Adam([Parameter(np.ones(3))])
+    opt.param_groups[0]["params"][0].grad = np.ones(3)
+    opt.step()
+    other = gf.optim.Adam([Parameter(np.ones(4))])
+    with pytest.raises(ValueError, match=r"state 'm' of parameter 0 has shape \(3,\), the parameter has shape \(4,\)"):
+        other.load_state_dict(opt.state_dict())

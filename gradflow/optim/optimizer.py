@@ -42,6 +42,38 @@ class Optimizer:
     def update(self, p, g, state, group):
         raise NotImplementedError
 
+    def state_dict(self):
+        """Hyperparameters of each group and each parameter's state, parameters named by position."""
+        index = {id(p): i for i, p in enumerate(self.parameters())}
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+                  for g in self.param_groups]  # fmt: skip
+        state = {index[pid]: dict(s) for pid, s in self.state.items() if pid in index}
+        return {"param_groups": groups, "state": state}
+
+    def load_state_dict(self, state_dict):
+        """Restore what state_dict() returned, for an optimizer over the same parameters in the same order."""
+        params = self.parameters()
+        groups = state_dict["param_groups"]
+        sizes = [len(g["params"]) for g in groups]
+        if sizes != [len(g["params"]) for g in self.param_groups]:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the saved groups hold {sizes} parameters, "
+                f"these hold {[len(g['params']) for g in self.param_groups]}"
+            )
+        for group, saved in zip(self.param_groups, groups):
+            group.update({k: (tuple(v) if isinstance(v, list) else v) for k, v in saved.items() if k != "params"})
+        self.state = {}
+        for i, s in state_dict["state"].items():
+            p = params[int(i)]
+            arrays = {k: v for k, v in s.items() if isinstance(v, np.ndarray)}
+            for k, v in arrays.items():
+                if v.shape != p.shape:
+                    raise ValueError(
+                        f"{type(self).__name__}.load_state_dict: state {k!r} of parameter {i} has shape "
+                        f"{v.shape}, the parameter has shape {p.shape}"
+                    )
+            self.state[id(p)] = {k: (v.astype(p.dtype) if isinstance(v, np.ndarray) else v) for k, v in s.items()}
+
 
 def check_positive(name, **values):
     for key, value in values.items():
