@@ -1,0 +1,110 @@
+"""Checkpoints: one .npz file holding arrays and a JSON description, written atomically, read without pickle.
+
+    <name>.npz
+      model/<parameter name>      the weights (state_dict)
+      optim/<index>/<key>         the optimizer's per-parameter arrays (Adam's m and v, ...)
+      __meta__                    UTF-8 JSON: format, step, model type and config, tokenizer,
+                                  optimizer hyperparameters and counters, RNG states, anything else
+
+Atomic: the file is written next to its destination and renamed over it (os.replace), so a crash
+while saving leaves the previous checkpoint whole. Safe: np.load(allow_pickle=False) reads only
+arrays, so opening a checkpoint never runs code from it.
+"""
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "gradflow-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A file that is not a readable gradflow checkpoint, or one that does not fit the model."""
+
+
+def save_checkpoint(path, model, optimizer=None, **meta):
+    """Write model weights, optimizer state and `meta` (JSON-serialisable values) to path, atomically."""
+    path = Path(path)
+    arrays = {f"model/{name}": value for name, value in model.state_dict().items()}
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        scalars = {}
+        for i, entries in state["state"].items():
+            for key, value in entries.items():
+                if isinstance(value, np.ndarray):
+                    arrays[f"optim/{i}/{key}"] = value
+                else:
+                    scalars.setdefault(str(i), {})[key] = value
+        meta["optimizer"] = {"param_groups": state["param_groups"], "scalars": scalars}
+    meta = {"format": FORMAT, "version": VERSION, **meta}
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+class Checkpoint:
+    """A loaded checkpoint: `meta` (the JSON description) and its arrays."""
+
+    def __init__(self, path, meta, arrays):
+        self.path, self.meta, self.arrays = path, meta, arrays
+
+    def __getitem__(self, key):
+        return self.meta[key]
+
+    def model_state(self):
+        return {k[len("model/") :]: v for k, v in self.arrays.items() if k.startswith("model/")}
+
+    def optimizer_state(self):
+        """What Optimizer.load_state_dict takes, or None if no optimizer was saved."""
+        saved = self.meta.get("optimizer")
+        if saved is None:
+            return None
+        state = {int(i): dict(s) for i, s in saved["scalars"].items()}
+        for key, value in self.arrays.items():
+            if key.startswith("optim/"):
+                _, i, name = key.split("/", 2)
+                state.setdefault(int(i), {})[name] = value
+        return {"param_groups": saved["param_groups"], "state": state}
+
+    def restore(self, model, optimizer=None):
+        """Load the weights (and the optimizer state) into model (and optimizer); mismatches are clear errors."""
+        try:
+            model.load_state_dict(self.model_state())
+            if optimizer is not None and self.optimizer_state() is not None:
+                optimizer.load_state_dict(self.optimizer_state())
+        except ValueError as e:
+            raise CheckpointError(f"checkpoint {self.path} does not fit this model: {e}") from None
+
+
+def load_checkpoint(path):
+    """Read a checkpoint written by save_checkpoint; anything else is a clear CheckpointError."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "ckpt.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (format {meta.get('format')!r})")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(f"checkpoint {path} has version {meta.get('version')}, this gradflow reads {VERSION}")
+    return Checkpoint(path, meta, arrays)
