@@ -227,7 +227,7 @@ class Gelu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        t = np.tanh(GELU_C * (x + 0.044715 * x**3))
+        t = np.tanh(GELU_C * (x + 0.044715 * x * x * x))  # x*x*x: numpy's pow(x, 3) is ~20x slower
         ctx.save_for_backward(x, t)
         return 0.5 * x * (1 + t)
 
