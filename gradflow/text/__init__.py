@@ -1,0 +1,19 @@
+"""Text for language models: tokenizers (characters, byte-level BPE), corpora, and batches of token ids.
+
+from gradflow.text import BPETokenizer, default_corpus, get_batch, split
+text = default_corpus()
+tok = BPETokenizer.train(text, vocab_size=512)
+train, val = split(tok.encode(text), val_fraction=0.1)
+x, y = get_batch(train, batch_size=8, block_size=64, rng=np.random.default_rng(0))
+"""
+
+from .batches import get_batch, split
+from .bpe import SPLIT_PATTERN, BPETokenizer
+from .char import CharTokenizer
+from .corpus import default_corpus, load_text
+from .tokenizer import Tokenizer, load_tokenizer
+
+__all__ = [
+    "BPETokenizer", "CharTokenizer", "SPLIT_PATTERN", "Tokenizer", "default_corpus", "get_batch", "load_text",
+    "load_tokenizer", "split",
+]  # fmt: skip
