@@ -26,9 +26,9 @@ class CheckpointError(ValueError):
     """A file that is not a readable gradflow checkpoint, or one that does not fit the model."""
 
 
-def save_checkpoint(path, model, optimizer=None, **meta):
-    """Write model weights, optimizer state and `meta` (JSON-serialisable values) to path, atomically."""
-    path = Path(path)
+def save_checkpoint(path, model, optimizer=None, meta=None):
+    """Write model weights, optimizer state and `meta` (a dict of JSON-serialisable values) to path, atomically."""
+    path, meta = Path(path), dict(meta or {})
     arrays = {f"model/{name}": value for name, value in model.state_dict().items()}
     if optimizer is not None:
         state = optimizer.state_dict()

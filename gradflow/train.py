@@ -81,7 +81,8 @@ class Trainer:
         self.optimizer = optimizer or default_optimizer(model, config)
         self.meta, self.on_eval, self.show_progress = meta or {}, on_eval, progress
         if config.schedule == "cosine":
-            self.schedule = WarmupCosine(config.lr, config.warmup_iters, config.max_iters, config.min_lr)
+            warmup = min(config.warmup_iters, config.max_iters)  # a short run is all warmup, not an error
+            self.schedule = WarmupCosine(config.lr, warmup, config.max_iters, config.min_lr)
         elif config.schedule == "constant":
             self.schedule = Constant(config.lr)
         else:
@@ -118,16 +119,8 @@ class Trainer:
 
     def save(self):
         rng = {"batches": self.batch_rng.bit_generator.state, "gradflow": get_rng_state()}
-        return save_checkpoint(
-            self.checkpoint_path(),
-            self.model,
-            self.optimizer,
-            step=self.step,
-            train_config=asdict(self.config),
-            rng=rng,
-            history=self.history,
-            **self.meta,
-        )
+        meta = {"step": self.step, "train_config": asdict(self.config), "rng": rng, "history": self.history}
+        return save_checkpoint(self.checkpoint_path(), self.model, self.optimizer, meta={**self.meta, **meta})
 
     def resume(self, path=None):
         """Continue from a checkpoint written by save(): weights, optimizer, step, RNG states, history."""

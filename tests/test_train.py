@@ -78,7 +78,7 @@ def test_ctrl_c_saves_a_checkpoint_and_stops(tmp_path):
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     m = model()
-    path = save_checkpoint(tmp_path / "ckpt.npz", m, step=1)
+    path = save_checkpoint(tmp_path / "ckpt.npz", m, meta={"step": 1})
 
     def crash(f, **arrays):
         f.write(b"half a checkpoint")
@@ -86,7 +86,7 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
 
     monkeypatch.setattr(np, "savez", crash)
     with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(path, m, step=2)
+        save_checkpoint(path, m, meta={"step": 2})
     monkeypatch.undo()
     assert load_checkpoint(path)["step"] == 1
     assert os.listdir(tmp_path) == ["ckpt.npz"]  # no temporary file left behind
@@ -102,7 +102,7 @@ def test_corrupt_and_foreign_checkpoints_are_clear_errors(tmp_path):
         load_checkpoint(tmp_path / "other.npz")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_checkpoint(tmp_path / "missing.npz")
-    path = save_checkpoint(tmp_path / "ckpt.npz", model(), step=0)
+    path = save_checkpoint(tmp_path / "ckpt.npz", model(), meta={"step": 0})
     other = GPT(GPTConfig(vocab_size=TOK.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16))
     with pytest.raises(CheckpointError, match="does not fit this model: .*missing: blocks.1"):
         load_checkpoint(path).restore(other)

@@ -1,0 +1,172 @@
+"""`gradflow train` and `gradflow generate`: a language model from text to samples, from the shell.
+
+With no arguments, `gradflow train` trains the char-level "baby GPT" (4 layers, 4 heads, 128 wide,
+context 64) on the built-in corpus (the documentation text CPython ships in pydoc_data), prints a
+sample at every evaluation, and leaves a checkpoint, metrics.jsonl and loss.png in out/.
+"""
+
+import sys
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from .checkpoint import load_checkpoint
+from .generate import generate
+from .rng import manual_seed
+from .text import BPETokenizer, CharTokenizer, default_corpus, load_text, load_tokenizer, split
+from .train import TrainConfig, Trainer
+
+MODEL_DEFAULTS = dict(model="gpt", n_layer=4, n_head=4, n_kv_head=None, n_embd=128, dropout=0.0)
+
+
+def build_model(kind, vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, n_kv_head=None):
+    """A GPT or Llama-style model of the given size, and its {"type", "config"} description."""
+    from models.gpt import GPT, GPTConfig
+    from models.llama import Llama, LlamaConfig
+
+    if kind == "gpt":
+        config = GPTConfig(vocab_size, block_size, n_layer, n_head, n_embd, dropout=dropout, bias=False)
+        return GPT(config), {"type": "gpt", "config": asdict(config)}
+    if kind == "llama":
+        d_ff = 32 * round(8 * n_embd / 3 / 32)  # SwiGLU's usual width: 2/3 of 4d, rounded to 32
+        config = LlamaConfig(vocab_size, n_layer, n_embd, n_head, n_kv_head or n_head, d_ff)
+        return Llama(config), {"type": "llama", "config": asdict(config), "block_size": block_size}
+    raise ValueError(f"unknown model {kind!r}: choose gpt or llama")
+
+
+def model_from_meta(meta):
+    """Rebuild the (untrained) model a checkpoint describes."""
+    from models.gpt import GPT, GPTConfig
+    from models.llama import Llama, LlamaConfig
+
+    described = meta["model"]
+    if described["type"] == "gpt":
+        return GPT(GPTConfig(**described["config"]))
+    return Llama(LlamaConfig(**described["config"]))
+
+
+def context_of(meta):
+    described = meta["model"]
+    return described["config"]["block_size"] if described["type"] == "gpt" else described["block_size"]
+
+
+def _tokenizer(args, text):
+    if args.tokenizer == "char":
+        return CharTokenizer(text)
+    if args.tokenizer == "bpe":
+        return BPETokenizer.train(text, args.vocab_size)
+    raise ValueError(f"unknown tokenizer {args.tokenizer!r}: choose char or bpe")
+
+
+class Printer:
+    """Streams decoded text as tokens arrive, holding back an incomplete multi-byte character."""
+
+    def __init__(self, tokenizer, ids, out=sys.stdout):
+        self.tokenizer, self.ids, self.out = tokenizer, list(ids), out
+        self.shown = len(tokenizer.decode(self.ids))
+
+    def __call__(self, token):
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids).rstrip("\ufffd")
+        self.out.write(text[self.shown :])
+        self.out.flush()
+        self.shown = max(self.shown, len(text))
+
+
+def run_train(args):
+    if args.resume:
+        ckpt = load_checkpoint(Path(args.out_dir or "out"))
+        config = TrainConfig(**ckpt["train_config"])
+        if args.max_iters is not None:
+            config.max_iters = args.max_iters
+        meta = {k: ckpt[k] for k in ("model", "tokenizer", "data")}
+        tokenizer = load_tokenizer(meta["tokenizer"])
+        text = load_text(meta["data"]) if meta["data"] != "built-in" else default_corpus()
+        model = model_from_meta(meta)
+    else:
+        chosen = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+        config = TrainConfig(**chosen)
+        manual_seed(config.seed)
+        text = load_text(args.data) if args.data else default_corpus()
+        tokenizer = _tokenizer(args, text)
+        sizes = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in MODEL_DEFAULTS.items()}
+        kind = sizes.pop("model")
+        model, described = build_model(kind, tokenizer.vocab_size, config.block_size, **sizes)
+        meta = {"model": described, "tokenizer": tokenizer.to_dict(), "data": str(args.data or "built-in")}
+    train_ids, val_ids = split(tokenizer.encode(text), block_size=config.block_size)
+    print(
+        f"training a {meta['model']['type']} of {model.num_parameters():,} parameters on "
+        f"{len(train_ids):,} tokens ({tokenizer.vocab_size} in the vocabulary) for {config.max_iters} steps; "
+        f"writing to {config.out_dir}/",
+        flush=True,
+    )
+
+    def show_sample(trainer, step):
+        prompt = tokenizer.encode(text[: config.block_size // 2])
+        ids = generate(trainer.model, prompt, args.sample_tokens, temperature=0.8, seed=step, context=config.block_size)
+        sample = tokenizer.decode(ids[len(prompt) :])
+        print(f"--- sample at step {step} ---\n{sample}\n---", flush=True)
+
+    trainer = Trainer(model, train_ids, val_ids, config, meta=meta, on_eval=show_sample if args.sample_tokens else None)
+    if args.resume:
+        trainer.resume()
+    history = trainer.fit()
+    if history:
+        print(f"done: val loss {history[-1]['val_loss']:.4f} at step {trainer.step}; {config.out_dir}/loss.png")
+    return 0
+
+
+def run_generate(args):
+    ckpt = load_checkpoint(args.checkpoint)
+    model = model_from_meta(ckpt.meta)
+    ckpt.restore(model)
+    model.eval()
+    tokenizer = load_tokenizer(ckpt["tokenizer"])
+    prompt = tokenizer.encode(args.prompt)
+    sys.stdout.write(args.prompt)
+    generate(
+        model,
+        prompt,
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        context=context_of(ckpt.meta),
+        on_token=Printer(tokenizer, prompt),
+    )
+    sys.stdout.write("\n")
+    return 0
+
+
+def add_commands(sub):
+    train = sub.add_parser(
+        "train",
+        help="train a small language model on text",
+        description="Train a GPT (or Llama-style) model on a text file, or on the built-in corpus.",
+    )
+    train.add_argument("--data", help="a UTF-8 text file (default: the built-in corpus)")
+    train.add_argument("--tokenizer", choices=["char", "bpe"], default="char")
+    train.add_argument("--vocab-size", type=int, default=512, help="for --tokenizer bpe (default 512)")
+    train.add_argument("--model", choices=["gpt", "llama"], help="architecture (default gpt)")
+    train.add_argument("--n-layer", type=int, help="blocks (default 4)")
+    train.add_argument("--n-head", type=int, help="attention heads (default 4)")
+    train.add_argument("--n-kv-head", type=int, help="key/value heads, llama only (default: n-head)")
+    train.add_argument("--n-embd", type=int, help="width (default 128)")
+    train.add_argument("--dropout", type=float, help="(default 0)")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        train.add_argument(flag, type=type(getattr(defaults, f.name)), help=f"(default {getattr(defaults, f.name)})")
+    train.add_argument("--sample-tokens", type=int, default=200, help="sample length at each evaluation; 0: none")
+    train.add_argument("--resume", action="store_true", help="continue the run saved in --out-dir")
+    train.set_defaults(run=run_train)
+
+    gen = sub.add_parser("generate", help="sample text from a trained checkpoint")
+    gen.add_argument("--checkpoint", default="out", help="a checkpoint file or the directory holding ckpt.npz")
+    gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
+    gen.add_argument("--max-new-tokens", type=int, default=300)
+    gen.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
+    gen.add_argument("--top-k", type=int)
+    gen.add_argument("--top-p", type=float)
+    gen.add_argument("--seed", type=int)
+    gen.set_defaults(run=run_generate)
