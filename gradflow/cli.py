@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 
+from . import commands, graph
+
 
 def _gradcheck(args):
     from .gradcheck import analytic_and_numerical
@@ -41,11 +43,17 @@ def main(argv=None):
     check.add_argument("--atol", type=float, default=1e-5)
     check.add_argument("--rtol", type=float, default=1e-4)
     check.set_defaults(run=_gradcheck)
+    commands.add_commands(sub)
+    graph.add_command(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (ValueError, OSError) as e:  # bad input: one clear line, not a traceback
+        print(f"gradflow {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
