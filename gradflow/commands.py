@@ -60,8 +60,8 @@ def _tokenizer(args, text):
 class Printer:
     """Streams decoded text as tokens arrive, holding back an incomplete multi-byte character."""
 
-    def __init__(self, tokenizer, ids, out=sys.stdout):
-        self.tokenizer, self.ids, self.out = tokenizer, list(ids), out
+    def __init__(self, tokenizer, ids, out=None):
+        self.tokenizer, self.ids, self.out = tokenizer, list(ids), out or sys.stdout
         self.shown = len(tokenizer.decode(self.ids))
 
     def __call__(self, token):

@@ -37,3 +37,54 @@ def test_no_command_prints_help(argv, capsys):
     else:
         assert main(argv) == 0
     assert "gradcheck" in capsys.readouterr().out
+
+
+def test_train_then_generate_from_the_shell(tmp_path, capsys):
+    data = tmp_path / "tiny.txt"
+    data.write_text("to be or not to be, that is the question. " * 30)
+    out = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--max-iters", "6", "--eval-interval", "3", "--eval-iters", "1"]
+    argv += ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16", "--batch-size", "4"]
+    assert main([*argv, "--out-dir", str(out), "--sample-tokens", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert "--- sample at step 3 ---" in printed and "done: val loss" in printed
+    assert {p.name for p in out.iterdir()} == {"ckpt.npz", "metrics.jsonl", "loss.png"}
+    assert main(["train", "--resume", "--out-dir", str(out), "--max-iters", "8", "--sample-tokens", "0"]) == 0
+    assert "at step 8" in capsys.readouterr().out
+    assert main(["generate", "--checkpoint", str(out), "--prompt", "to be", "--max-new-tokens", "12"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("to be") and len(text.rstrip("\n")) == len("to be") + 12
+
+
+def test_llama_trains_from_the_shell_too(tmp_path, capsys):
+    data = tmp_path / "tiny.txt"
+    data.write_text("abcabcabd " * 50)
+    argv = ["train", "--data", str(data), "--model", "llama", "--n-layer", "1", "--n-embd", "16", "--n-head", "4"]
+    argv += ["--n-kv-head", "2", "--block-size", "8", "--batch-size", "2", "--max-iters", "2", "--eval-iters", "1"]
+    assert main([*argv, "--out-dir", str(tmp_path / "run"), "--sample-tokens", "5"]) == 0
+    assert "training a llama" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--data", "/no/such/file.txt"], "gradflow train: error: load_text: no such file"),
+        (["generate", "--checkpoint", "/no/such/dir"], "gradflow generate: error: checkpoint /no/such/dir"),
+        (["train", "--data", "{empty}"], "gradflow train: error: load_text:"),
+    ],
+)
+def test_bad_input_is_one_clear_line(argv, message, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    argv = [a.replace("{empty}", str(empty)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1
+
+
+def test_every_command_has_help(capsys):
+    for command in ("train", "generate", "graph", "gradcheck"):
+        with pytest.raises(SystemExit) as e:
+            main([command, "--help"])
+        assert e.value.code == 0
+        assert "usage: gradflow " + command in capsys.readouterr().out
