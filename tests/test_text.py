@@ -375,3 +375,8 @@ def test_get_batch_checks_its_arguments():
         get_batch(ids, 2, 8.0, np.random.default_rng(0))
     with pytest.raises(TypeError, match="token ids must be integers"):
         get_batch(np.linspace(0, 1, 100), 2, 8, np.random.default_rng(0))
+
+
+def test_split_counts_as_the_published_ninety_ten_split():
+    train, val = split(np.arange(1_115_394))  # tiny shakespeare's length in characters
+    assert (len(train), len(val)) == (1_003_854, 111_540)

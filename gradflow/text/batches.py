@@ -34,7 +34,7 @@ def _check_long_enough(where, what, n, block_size):
 
 
 def split(ids, val_fraction=0.1, block_size=None):
-    """(train, val): the first 1 - val_fraction of the ids and the last val_fraction (rounded to whole tokens).
+    """(train, val): the first 1 - val_fraction of the ids and the last val_fraction (the training part rounded down).
 
     The validation part is the end of the text, not a random sample, so no window of it overlaps a
     training window. With `block_size`, each non-empty part must hold at least block_size + 1 tokens,
@@ -45,8 +45,8 @@ def split(ids, val_fraction=0.1, block_size=None):
         raise TypeError(f"split: val_fraction must be a number, got {val_fraction!r}")
     if not 0 <= val_fraction < 1:
         raise ValueError(f"split: val_fraction must be in [0, 1), got {val_fraction}")
-    n_val = round(ids.size * val_fraction)
-    train, val = ids[: ids.size - n_val], ids[ids.size - n_val :]
+    n_train = int(ids.size * (1 - val_fraction))  # as the published 90/10 splits count: 1,003,854 of 1,115,394
+    train, val = ids[:n_train], ids[n_train:]
     if block_size is not None:
         _check_positive_int("split", "block_size", block_size)
         _check_long_enough(

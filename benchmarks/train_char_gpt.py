@@ -1,0 +1,167 @@
+"""Benchmark: the char-level "baby GPT" on tiny shakespeare, gradflow (and PyTorch, when installed).
+
+Configuration (the published reference reaches a validation loss of about 1.88 at 2000 iterations):
+4 layers, 4 heads, width 128, context 64, batch 12, no biases in linear and norm layers, head tied
+to the token embedding, AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1, warmup 100 then cosine
+to 1e-4 over 2000 iterations, dropout 0, gradient clipping at 1.0; 90/10 split of the corpus.
+
+It prints gradflow's validation loss at 2000 iterations (mean over 200 fixed batches) and, for
+throughput, times both engines on the same batches in alternating rounds, taking medians.
+
+    python benchmarks/train_char_gpt.py                   # full run + throughput, default threads
+    python benchmarks/train_char_gpt.py --threads 1       # one BLAS / torch thread
+    python benchmarks/train_char_gpt.py --skip-train      # throughput only
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"))
+parser.add_argument("--iters", type=int, default=2000)
+parser.add_argument("--threads", type=int, help="BLAS and torch threads (default: the libraries' own)")
+parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per engine")
+parser.add_argument("--steps-per-round", type=int, default=30)
+parser.add_argument("--skip-train", action="store_true", help="only measure throughput")
+parser.add_argument("--seed", type=int, default=1337)
+args = parser.parse_args()
+if args.threads:  # must be set before numpy loads its BLAS
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(args.threads)
+
+import numpy as np  # noqa: E402
+
+import gradflow as gf  # noqa: E402
+from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
+from gradflow.train import TrainConfig, Trainer, default_optimizer  # noqa: E402
+from models.gpt import GPT, GPTConfig  # noqa: E402
+
+BATCH, BLOCK = 12, 64
+MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False, tie_weights=True)
+TRAIN = TrainConfig(
+    max_iters=args.iters, batch_size=BATCH, block_size=BLOCK, lr=1e-3, min_lr=1e-4, warmup_iters=100,
+    weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=500, eval_iters=200, seed=args.seed,
+    out_dir="out/bench_char_gpt",
+)  # fmt: skip
+
+
+def gradflow_engine(vocab_size):
+    gf.manual_seed(args.seed)
+    model = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
+    optimizer = default_optimizer(model, TRAIN)
+
+    def step(x, y):
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        gf.optim.clip_grad_norm(model.parameters(), 1.0)
+        optimizer.step()
+
+    return step
+
+
+def torch_engine(vocab_size):
+    """The same model and update in PyTorch (CPU, eager), for the throughput comparison."""
+    import torch
+    from torch import nn
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    d, h = MODEL["n_embd"], MODEL["n_head"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            a = self.ln1(x)
+            q, k, v = (f(a).view(b, t, h, d // h).transpose(1, 2) for f in (self.q, self.k, self.v))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class TorchGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab_size, d), nn.Embedding(BLOCK, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(MODEL["n_layer"]))
+            self.ln_f = nn.LayerNorm(d, bias=False)
+
+        def forward(self, ids, targets):
+            x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+            for block in self.blocks:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.T
+            return nn.functional.cross_entropy(logits.view(-1, vocab_size), targets.view(-1))
+
+    model = TorchGPT()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay}, {"params": rest, "weight_decay": 0.0}], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1
+    )
+
+    def step(x, y):
+        loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
+def throughput(engines, train_ids):
+    """Seconds per step of each engine: alternate rounds of the same batches, median over rounds."""
+    rng = np.random.default_rng(0)
+    batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
+    times = {name: [] for name in engines}
+    for step in engines.values():  # warm up: first calls allocate and fill caches
+        for x, y in batches[:3]:
+            step(x, y)
+    for _ in range(args.rounds):
+        for name, step in engines.items():
+            start = time.perf_counter()
+            for x, y in batches:
+                step(x, y)
+            times[name].append((time.perf_counter() - start) / len(batches))
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def main():
+    text = load_text(args.data)
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split(tokenizer.encode(text), block_size=BLOCK)
+    print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
+          f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
+    if not args.skip_train:
+        gf.manual_seed(args.seed)
+        model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))
+        start = time.perf_counter()
+        history = Trainer(model, train_ids, val_ids, TRAIN).fit()
+        took = time.perf_counter() - start
+        print(f"gradflow: val loss {history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations "
+              f"(reference 1.88), {took:.0f} s wall time including evaluation")  # fmt: skip
+    engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
+    try:
+        engines["pytorch"] = torch_engine(tokenizer.vocab_size)
+    except ImportError:
+        print("PyTorch is not installed: timing gradflow alone (pip install torch==2.13.0 to compare)")
+    seconds = throughput(engines, train_ids)
+    for name, s in seconds.items():
+        print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
+    if "pytorch" in seconds:
+        print(f"throughput ratio gradflow / pytorch: {seconds['pytorch'] / seconds['gradflow']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
