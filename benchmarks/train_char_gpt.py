@@ -26,6 +26,8 @@ parser.add_argument("--threads", type=int, help="BLAS and torch threads (default
 parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per engine")
 parser.add_argument("--steps-per-round", type=int, default=30)
 parser.add_argument("--skip-train", action="store_true", help="only measure throughput")
+parser.add_argument("--torch-train", action="store_true", help="also train the PyTorch model (same batches)")
+parser.add_argument("--skip-throughput", action="store_true", help="only train")
 parser.add_argument("--seed", type=int, default=1337)
 args = parser.parse_args()
 if args.threads:  # must be set before numpy loads its BLAS
@@ -103,20 +105,56 @@ def torch_engine(vocab_size):
             return nn.functional.cross_entropy(logits.view(-1, vocab_size), targets.view(-1))
 
     model = TorchGPT()
+    load_gradflow_weights(model, vocab_size)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay}, {"params": rest, "weight_decay": 0.0}], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1
     )
 
-    def step(x, y):
+    def step(x, y, lr=None):
+        if lr is not None:
+            for group in opt.param_groups:
+                group["lr"] = lr
         loss = model(torch.from_numpy(x), torch.from_numpy(y))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
+    @torch.no_grad()
+    def loss(x, y):
+        return float(model(torch.from_numpy(x), torch.from_numpy(y)))
+
+    step.loss = loss
     return step
+
+
+def load_gradflow_weights(model, vocab_size):
+    """Start from gradflow's initial weights (GPT-2's init, same seed), so both engines begin equal."""
+    import torch
+
+    gf.manual_seed(args.seed)
+    ours = GPT(GPTConfig(vocab_size=vocab_size, **MODEL)).state_dict()
+    theirs = {"wte.weight": "wte.weight", "wpe.weight": "wpe.weight", "ln_f.weight": "ln_f.weight"}
+    for i in range(MODEL["n_layer"]):
+        block = {"ln1": "attn_norm", "ln2": "ffn_norm", "q": "attn.q_proj", "k": "attn.k_proj"}
+        block |= {"v": "attn.v_proj", "o": "attn.o_proj", "fc1": "ffn.fc1", "fc2": "ffn.fc2"}
+        theirs |= {f"blocks.{i}.{t}.weight": f"blocks.{i}.{g}.weight" for t, g in block.items()}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.from_numpy(ours[theirs[name]]))
+
+
+def train_torch(vocab_size, train_ids, val_ids):
+    """PyTorch on gradflow's exact batch sequence, schedule and evaluation batches: its val loss."""
+    step = torch_engine(vocab_size)
+    schedule = gf.optim.WarmupCosine(TRAIN.lr, TRAIN.warmup_iters, TRAIN.max_iters, TRAIN.min_lr)
+    rng = np.random.default_rng(TRAIN.seed)  # the Trainer draws its batches from this generator
+    for t in range(TRAIN.max_iters):
+        step(*get_batch(train_ids, BATCH, BLOCK, rng), lr=schedule(t))
+    evaluation = np.random.default_rng(TRAIN.seed + 1)  # the Trainer's fixed evaluation batches
+    return float(np.mean([step.loss(*get_batch(val_ids, BATCH, BLOCK, evaluation)) for _ in range(TRAIN.eval_iters)]))
 
 
 def throughput(engines, train_ids):
@@ -150,6 +188,12 @@ def main():
         took = time.perf_counter() - start
         print(f"gradflow: val loss {history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations "
               f"(reference 1.88), {took:.0f} s wall time including evaluation")  # fmt: skip
+    if args.torch_train:
+        start = time.perf_counter()
+        val = train_torch(tokenizer.vocab_size, train_ids, val_ids)
+        print(f"pytorch: val loss {val:.4f} at {TRAIN.max_iters} iterations, {time.perf_counter() - start:.0f} s")
+    if args.skip_throughput:
+        return 0
     engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
     try:
         engines["pytorch"] = torch_engine(tokenizer.vocab_size)
