@@ -5,6 +5,17 @@ import numpy as np
 from ..autograd import Function
 
 
+def mm(a, b):
+    """a @ b, computed as one 2-D product when b is a matrix: (..., k) @ (k, n) is (rows, k) @ (k, n).
+
+    Same numbers as a @ b; but numpy runs a batched product as a loop of small single-threaded
+    products, while one tall 2-D product goes to BLAS whole, on every core.
+    """
+    if b.ndim == 2 and a.ndim > 2:
+        return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return a @ b
+
+
 class Matmul(Function):
     """C = A @ B,  C_ij = sum_k A_ik B_kj;  dL/dA = G @ B^T,  dL/dB = A^T @ G
 
@@ -15,7 +26,7 @@ class Matmul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a @ b
+        return mm(a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -25,7 +36,7 @@ class Matmul(Function):
         g = grad.reshape(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1]))
         da = db = None
         if ctx.needs_input_grad[0]:
-            da = g @ np.swapaxes(b2, -1, -2)
+            da = mm(g, np.swapaxes(b2, -1, -2))
             da = da.reshape(da.shape[:-2] + (da.shape[-1],)) if a.ndim == 1 else da
         if ctx.needs_input_grad[1]:
             if b.ndim == 2 and a2.ndim > 2:
