@@ -281,6 +281,8 @@ def _as_grad_tuple(node, grads):
 
 def _input_grad(node, i, t, g):
     """Reduce a backward's gradient to its input's shape and dtype, or say why it can't be."""
+    if type(g) is np.ndarray and g.shape == t.shape:  # the common case: nothing to reduce
+        return g if g.dtype == t.dtype else g.astype(t.dtype)
     g = np.asarray(g)
     try:
         fits = np.broadcast_shapes(g.shape, t.shape) == g.shape

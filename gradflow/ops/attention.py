@@ -14,13 +14,16 @@ def attention_weights(q, k, allowed=None, scale=None):
     all-zero weights (the row's max is taken as 0 and its sum as 1) instead of 0/0 = NaN.
     """
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    scores = q @ np.swapaxes(k, -1, -2)
+    scores *= scale
     if allowed is not None:
         scores = np.where(allowed, scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
-    e = np.exp(scores - np.where(np.isfinite(m), m, 0))
+    scores -= np.where(np.isfinite(m), m, 0)
+    e = np.exp(scores, out=scores)  # the softmax is computed in the scores' own buffer
     s = e.sum(axis=-1, keepdims=True)
-    return e / np.where(s > 0, s, 1)
+    e /= np.where(s > 0, s, 1)
+    return e
 
 
 class ScaledDotProductAttention(Function):

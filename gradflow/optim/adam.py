@@ -30,12 +30,14 @@ class Adam(Optimizer):
         if not state:
             state.update(step=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
         state["step"] += 1
-        t = state["step"]
-        state["m"] = beta1 * state["m"] + (1 - beta1) * g
-        state["v"] = beta2 * state["v"] + (1 - beta2) * g * g
-        m_hat = state["m"] / (1 - beta1**t)
-        v_hat = state["v"] / (1 - beta2**t)
-        p.data -= (lr * m_hat / (np.sqrt(v_hat) + eps)).astype(p.dtype, copy=False)
+        t, m, v = state["step"], state["m"], state["v"]
+        m *= beta1
+        m += (1 - beta1) * g  # m = beta1 m + (1 - beta1) g, in place
+        v *= beta2
+        v += (1 - beta2) * g * g  # v = beta2 v + (1 - beta2) g^2, in place
+        denom = np.sqrt(v / (1 - beta2**t))
+        denom += eps  # sqrt(v_hat) + eps
+        p.data -= (lr / (1 - beta1**t)) * m / denom  # lr m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):
