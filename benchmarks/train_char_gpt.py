@@ -28,6 +28,7 @@ parser.add_argument("--steps-per-round", type=int, default=30)
 parser.add_argument("--skip-train", action="store_true", help="only measure throughput")
 parser.add_argument("--torch-train", action="store_true", help="also train the PyTorch model (same batches)")
 parser.add_argument("--skip-throughput", action="store_true", help="only train")
+parser.add_argument("--profile", action="store_true", help="print gradflow's time per op over 20 steps")
 parser.add_argument("--seed", type=int, default=1337)
 args = parser.parse_args()
 if args.threads:  # must be set before numpy loads its BLAS
@@ -192,6 +193,15 @@ def main():
         start = time.perf_counter()
         val = train_torch(tokenizer.vocab_size, train_ids, val_ids)
         print(f"pytorch: val loss {val:.4f} at {TRAIN.max_iters} iterations, {time.perf_counter() - start:.0f} s")
+    if args.profile:
+        step, rng = gradflow_engine(tokenizer.vocab_size), np.random.default_rng(0)
+        step(*get_batch(train_ids, BATCH, BLOCK, rng))
+        with gf.profile() as prof:
+            for _ in range(20):
+                step(*get_batch(train_ids, BATCH, BLOCK, rng))
+        print(prof.table(per=20))
+        matmul = sum(f + b for op, _, f, b in prof.rows() if op in ("matmul", "attention"))
+        print(f"matmul and attention: {matmul / prof.wall:.0%} of the step; everything else {1 - matmul / prof.wall:.0%}")
     if args.skip_throughput:
         return 0
     engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}

@@ -11,6 +11,7 @@ gradient flowing into its output has been summed:  dL/dx = sum over uses u of x 
 
 import contextlib
 import functools
+import time
 import weakref
 
 import numpy as np
@@ -19,6 +20,7 @@ from .dtype import get_default_dtype
 
 _grad_enabled = True
 _scope = ()  # the Modules whose forward is running, outermost first: recorded on each node for drawings
+_profiler = None  # set by gradflow.profile(): receives (op name, "forward" or "backward", seconds)
 
 
 def is_grad_enabled():
@@ -139,10 +141,13 @@ class Function:
         ctx = cls()
         ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
         ctx._recording = _grad_enabled and any(ctx.needs_input_grad)
+        start = _profiler and time.perf_counter()
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
             raise _op_error(cls.name, e, tensors) from None
+        if _profiler:
+            _profiler.record(cls.name, "forward", time.perf_counter() - start)
         out = _keep_dtype(np.asarray(out), arrays)
         if not ctx._recording:
             return Tensor._make(out, requires_grad=False, grad_fn=None)
@@ -249,7 +254,10 @@ def backward(root, grad=None, retain_graph=False):
         retained = node._retained and node._retained()
         if retained is not None:
             retained._accumulate_grad(grad)
+        start = _profiler and time.perf_counter()
         input_grads = _as_grad_tuple(node, type(node).backward(node, grad))
+        if _profiler:
+            _profiler.record(node.name, "backward", time.perf_counter() - start)
         for i, (t, g) in enumerate(zip(node.inputs, input_grads)):
             if g is None or not node.needs_input_grad[i]:
                 continue
