@@ -201,7 +201,8 @@ def main():
                 step(*get_batch(train_ids, BATCH, BLOCK, rng))
         print(prof.table(per=20))
         matmul = sum(f + b for op, _, f, b in prof.rows() if op in ("matmul", "attention"))
-        print(f"matmul and attention: {matmul / prof.wall:.0%} of the step; everything else {1 - matmul / prof.wall:.0%}")
+        share = matmul / prof.wall
+        print(f"matmul and attention: {share:.0%} of the step; everything else {1 - share:.0%}")
     if args.skip_throughput:
         return 0
     engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
