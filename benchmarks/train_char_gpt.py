@@ -14,6 +14,7 @@ throughput, times both engines on the same batches in alternating rounds, taking
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -29,6 +30,10 @@ parser.add_argument("--skip-train", action="store_true", help="only measure thro
 parser.add_argument("--torch-train", action="store_true", help="also train the PyTorch model (same batches)")
 parser.add_argument("--skip-throughput", action="store_true", help="only train")
 parser.add_argument("--profile", action="store_true", help="print gradflow's time per op over 20 steps")
+parser.add_argument("--decode", action="store_true", help="generate's tokens/s with and without the KV cache")
+parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
+parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
+parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
 args = parser.parse_args()
 if args.threads:  # must be set before numpy loads its BLAS
@@ -94,7 +99,7 @@ def torch_engine(vocab_size):
     class TorchGPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte, self.wpe = nn.Embedding(vocab_size, d), nn.Embedding(BLOCK, d)
+            self.wte, self.wpe = nn.Embedding(vocab_size, d), nn.Embedding(MODEL["block_size"], d)
             self.blocks = nn.ModuleList(Block() for _ in range(MODEL["n_layer"]))
             self.ln_f = nn.LayerNorm(d, bias=False)
 
@@ -158,6 +163,87 @@ def train_torch(vocab_size, train_ids, val_ids):
     return float(np.mean([step.loss(*get_batch(val_ids, BATCH, BLOCK, evaluation)) for _ in range(TRAIN.eval_iters)]))
 
 
+def decode_speed(vocab_size):
+    """Tokens/s of greedy decoding with the KV cache and without it (re-reading the whole context)."""
+    from gradflow.generate import generate
+
+    gf.manual_seed(args.seed)
+    model = GPT(GPTConfig(vocab_size=vocab_size, **{**MODEL, "block_size": 512}))
+    model.eval()
+    new = 32
+    for context in (16, 64, 256):
+        prompt = np.arange(context) % vocab_size
+        start = time.perf_counter()
+        generate(model, prompt, new, temperature=0)
+        cached = new / (time.perf_counter() - start)
+        ids, start = list(prompt), time.perf_counter()
+        with gf.no_grad():
+            for _ in range(new):
+                logits, _ = model(np.array([ids]))
+                ids.append(int(np.argmax(logits.data[0, -1])))
+        uncached = new / (time.perf_counter() - start)
+        print(f"decoding after {context:>3} tokens: {cached:7.1f} tokens/s with the cache, {uncached:7.1f} without")
+
+
+def memory_child(engine, vocab_size, train_ids):
+    """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps."""
+    import resource
+
+    step = gradflow_engine(vocab_size) if engine == "gradflow" else torch_engine(vocab_size)
+    rng = np.random.default_rng(0)
+    for i in range(1, 1001):
+        step(*get_batch(train_ids, BATCH, BLOCK, rng))
+        if i in (100, 1000):
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"{engine}: peak memory {peak:.0f} MB after {i} steps")
+
+
+def sweep():
+    """Tokens/s of both engines as the width and the context grow; a table and out/sweep.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    global MODEL
+    base, results = dict(MODEL), {}
+    for axis, values in (("n_embd", (64, 128, 256, 512)), ("block_size", (32, 64, 128, 256, 512))):
+        for value in values:
+            MODEL = {**base, axis: value}
+            block = MODEL["block_size"]
+            ids = np.random.default_rng(0).integers(0, 65, 20 * block)
+            engines = {"gradflow": gradflow_engine(65)}
+            with contextlib.suppress(ImportError):
+                engines["pytorch"] = torch_engine(65)
+            rng = np.random.default_rng(0)
+            batches = [get_batch(ids, BATCH, block, rng) for _ in range(4)]
+            for name, step in engines.items():
+                step(*batches[0])
+                start = time.perf_counter()
+                for x, y in batches:
+                    step(x, y)
+                results[axis, value, name] = len(batches) * BATCH * block / (time.perf_counter() - start)
+            row = "  ".join(f"{n} {results[axis, value, n]:8,.0f}" for n in engines)
+            print(f"{axis} {value:>4}: tokens/s  {row}")
+    MODEL = base
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, (axis, label) in zip(axes, (("n_embd", "width (context 64)"), ("block_size", "context (width 128)"))):
+        for name in ("gradflow", "pytorch"):
+            points = sorted((v, r) for (a, v, n), r in results.items() if a == axis and n == name)
+            if points:
+                ax.plot(*zip(*points), "o-", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("training tokens/s")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    Path("out").mkdir(exist_ok=True)
+    fig.savefig("out/sweep.png", dpi=100)
+    print("drew out/sweep.png")
+
+
 def throughput(engines, train_ids):
     """Seconds per step of each engine: alternate rounds of the same batches, median over rounds."""
     rng = np.random.default_rng(0)
@@ -179,6 +265,9 @@ def main():
     text = load_text(args.data)
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split(tokenizer.encode(text), block_size=BLOCK)
+    if args.memory_child:
+        memory_child(args.memory_child, tokenizer.vocab_size, train_ids)
+        return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
     if not args.skip_train:
@@ -203,6 +292,16 @@ def main():
         matmul = sum(f + b for op, _, f, b in prof.rows() if op in ("matmul", "attention"))
         share = matmul / prof.wall
         print(f"matmul and attention: {share:.0%} of the step; everything else {1 - share:.0%}")
+    if args.decode:
+        decode_speed(tokenizer.vocab_size)
+    if args.memory:
+        import subprocess
+
+        for engine in ("gradflow", "pytorch"):
+            child = [sys.executable, __file__, "--data", args.data, "--memory-child", engine]
+            subprocess.run(child + (["--threads", str(args.threads)] if args.threads else []), check=False)
+    if args.sweep:
+        sweep()
     if args.skip_throughput:
         return 0
     engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
