@@ -1,9 +1,9 @@
 """Where the time goes: forward and backward seconds per op, over a block of code.
 
-    with gf.profile() as prof:
-        loss = model(x, y)[1]
-        loss.backward()
-    print(prof.table())
+with gf.profile() as prof:
+    loss = model(x, y)[1]
+    loss.backward()
+print(prof.table())
 """
 
 import contextlib
