@@ -66,7 +66,7 @@ class GPT(nn.Module):
         """One empty KV cache per block, for incremental decoding."""
         return [nn.KVCache() for _ in self.blocks]
 
-    def forward(self, ids, targets=None, cache=None):
+    def forward(self, ids, targets=None, cache=None, need_weights=False):
         """ids: (B, T) token ids -> (logits (B, T, vocab), mean cross-entropy against targets or None).
 
         With a cache (from new_cache), ids are the next tokens after those already cached.
@@ -76,7 +76,7 @@ class GPT(nn.Module):
         offset = 0 if cache is None else cache[0].length
         x = self.drop(self.wpe(self.wte(ids), offset=offset))  # (B, T, d)
         for i, block in enumerate(self.blocks):
-            x = block(x, causal=True, cache=None if cache is None else cache[i])
+            x = block(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
         loss = None
         if targets is not None:

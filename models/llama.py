@@ -58,13 +58,13 @@ class Llama(nn.Module):
     def new_cache(self):
         return [nn.KVCache() for _ in self.layers]
 
-    def forward(self, ids, targets=None, cache=None):
+    def forward(self, ids, targets=None, cache=None, need_weights=False):
         """ids: (B, T) -> (logits (B, T, vocab), mean cross-entropy against targets or None)."""
         ids = np.asarray(getattr(ids, "data", ids))
         b, t = ids.shape
         x = self.embed_tokens(ids)  # (B, T, d)
         for i, layer in enumerate(self.layers):
-            x = layer(x, causal=True, cache=None if cache is None else cache[i])
+            x = layer(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.norm(x))  # (B, T, vocab)
         loss = None
         if targets is not None:

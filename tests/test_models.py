@@ -107,3 +107,15 @@ def test_state_dict_round_trip_and_errors():
 def test_context_longer_than_block_size_is_a_clear_error():
     with pytest.raises(ValueError, match="do not fit in max_len 8"):
         TINY["gpt"]()(np.zeros((1, 9), dtype=np.int64))
+
+
+@pytest.mark.parametrize("name", ["gpt", "llama"])
+def test_attention_maps_of_a_whole_model(name):
+    model = TINY[name]()
+    model(IDS, need_weights=True)
+    blocks = model.blocks if name == "gpt" else model.layers
+    for block in blocks:
+        w = block.attn.weights.data
+        assert w.shape == (2, block.attn.n_heads, 6, 6)
+        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+        assert (np.triu(w, 1) == 0).all()

@@ -26,7 +26,8 @@ class TransformerBlock(Module):
 
     ffn: "relu" or "gelu" (two-layer MLP) or "swiglu"; norm: "layer" or "rms"; norm_first: pre-norm.
     forward(x, context=None, causal=False, mask=None, lengths=None, context_lengths=None, context_mask=None,
-            cache=None): mask/lengths restrict self-attention, context_mask/context_lengths cross-attention.
+            cache=None, need_weights=False): mask/lengths restrict self-attention, context_mask/context_lengths
+    cross-attention; need_weights keeps each attention's weights in its `.weights`, for pictures.
     """
 
     def __init__(
@@ -77,12 +78,15 @@ class TransformerBlock(Module):
         context_lengths=None,
         context_mask=None,
         cache=None,
+        need_weights=False,
     ):
         def self_attention(h):
-            return self.attn(h, causal=causal, mask=mask, lengths=lengths, cache=cache)
+            return self.attn(h, causal=causal, mask=mask, lengths=lengths, cache=cache, need_weights=need_weights)
 
         def cross_attention(h):
-            return self.cross_attn(h, context=context, mask=context_mask, lengths=context_lengths)
+            return self.cross_attn(
+                h, context=context, mask=context_mask, lengths=context_lengths, need_weights=need_weights
+            )
 
         x = self._sublayer(x, self.attn_norm, self_attention)
         if self.cross_attn is not None:
