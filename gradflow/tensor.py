@@ -143,7 +143,9 @@ class Tensor:
 
     def _accumulate_grad(self, g):
         if self._grad is None:
-            self._grad = np.array(g, dtype=self.dtype)  # a copy: g may be shared with other tensors
+            # a copy (g may be shared with other tensors), in C order like the data: a weight's gradient
+            # often arrives transposed, and the optimizer's passes over it are faster in the data's order
+            self._grad = np.array(g, dtype=self.dtype, order="C")
         else:
             self._grad += g
 

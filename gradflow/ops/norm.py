@@ -5,6 +5,11 @@ import numpy as np
 from ..autograd import Function
 
 
+def row_mean_of_product(a, b):
+    """mean over the last axis of a * b, keepdims (einsum forms no (..., D) temporary for a * b)."""
+    return np.einsum("...i,...i->...", a, b)[..., None] / a.shape[-1]
+
+
 class LayerNorm(Function):
     """y = xhat * w + b,  xhat = (x - mu) * r,  mu = mean(x),  r = 1 / sqrt(var(x) + eps)   (last axis, size D)
 
@@ -16,10 +21,9 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, eps=1e-5):
-        mu = x.mean(axis=-1, keepdims=True)
-        centered = x - mu
-        r = 1 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
-        xhat = centered * r
+        xhat = x - x.mean(axis=-1, keepdims=True)
+        r = 1 / np.sqrt(row_mean_of_product(xhat, xhat) + eps)
+        xhat *= r
         ctx.save_for_backward(xhat, r, w)
         y = xhat if w is None else xhat * w
         return y if b is None else y + b
@@ -28,7 +32,7 @@ class LayerNorm(Function):
     def backward(ctx, grad):
         xhat, r, w = ctx.saved_tensors
         gh = grad if w is None else grad * w
-        dx = r * (gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True))
+        dx = r * (gh - gh.mean(axis=-1, keepdims=True) - xhat * row_mean_of_product(gh, xhat))
         rows = tuple(range(grad.ndim - 1))
         dw = (grad * xhat).sum(axis=rows) if ctx.needs_input_grad[1] else None
         db = grad.sum(axis=rows) if ctx.needs_input_grad[2] else None
@@ -43,7 +47,7 @@ class RMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, w, eps=1e-6):
-        r = 1 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+        r = 1 / np.sqrt(row_mean_of_product(x, x) + eps)
         xhat = x * r
         ctx.save_for_backward(xhat, r, w)
         return xhat if w is None else xhat * w
@@ -52,6 +56,6 @@ class RMSNorm(Function):
     def backward(ctx, grad):
         xhat, r, w = ctx.saved_tensors
         gh = grad if w is None else grad * w
-        dx = r * (gh - xhat * (gh * xhat).mean(axis=-1, keepdims=True))
+        dx = r * (gh - xhat * row_mean_of_product(gh, xhat))
         dw = (grad * xhat).sum(axis=tuple(range(grad.ndim - 1))) if ctx.needs_input_grad[1] else None
         return dx, dw
