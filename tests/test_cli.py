@@ -88,3 +88,15 @@ def test_every_command_has_help(capsys):
             main([command, "--help"])
         assert e.value.code == 0
         assert "usage: gradflow " + command in capsys.readouterr().out
+
+
+def test_bpe_tokenizer_from_the_shell(tmp_path, capsys):
+    data = tmp_path / "tiny.txt"
+    data.write_text("the cat sat on the mat; the dog sat on the log. " * 40)
+    argv = ["train", "--data", str(data), "--tokenizer", "bpe", "--vocab-size", "280", "--n-layer", "1"]
+    argv += ["--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2", "--max-iters", "2"]
+    assert main([*argv, "--eval-iters", "1", "--out-dir", str(tmp_path / "run"), "--sample-tokens", "0"]) == 0
+    assert "(280 in the vocabulary)" in capsys.readouterr().out
+    run = str(tmp_path / "run")
+    assert main(["generate", "--checkpoint", run, "--prompt", "the cat", "--max-new-tokens", "4"]) == 0
+    assert capsys.readouterr().out.startswith("the cat")
