@@ -1,5 +1,6 @@
 """The `gradflow` command."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -96,7 +97,9 @@ def test_bpe_tokenizer_from_the_shell(tmp_path, capsys):
     argv = ["train", "--data", str(data), "--tokenizer", "bpe", "--vocab-size", "280", "--n-layer", "1"]
     argv += ["--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2", "--max-iters", "2"]
     assert main([*argv, "--eval-iters", "1", "--out-dir", str(tmp_path / "run"), "--sample-tokens", "0"]) == 0
-    assert "(280 in the vocabulary)" in capsys.readouterr().out
+    # BPE stops early once no pair repeats (this text is tiny); the model is sized to what it learned
+    vocab = int(re.search(r"\((\d+) in the vocabulary\)", capsys.readouterr().out).group(1))
+    assert 256 < vocab <= 280
     run = str(tmp_path / "run")
     assert main(["generate", "--checkpoint", run, "--prompt", "the cat", "--max-new-tokens", "4"]) == 0
     assert capsys.readouterr().out.startswith("the cat")
