@@ -84,3 +84,9 @@ def test_generation_streams_tokens_and_is_reproducible():
     a = generate(model, [1], max_new_tokens=6, seed=3, top_k=5, on_token=seen.append)
     assert seen == a[1:] and len(a) == 7
     assert generate(model, [1], max_new_tokens=6, seed=3, top_k=5) == a
+
+
+def test_an_empty_prompt_is_a_clear_error():
+    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    with pytest.raises(ValueError, match="generate: the prompt must hold at least one token"):
+        generate(model, [], max_new_tokens=2)

@@ -204,3 +204,12 @@ def test_layer_errors():
         nn.MLP(4, 8, activation="tanh")
     with pytest.raises(ValueError, match="needs a context"):
         nn.TransformerBlock(8, 2, 8, cross_attention=True)(gf.zeros(1, 2, 8))
+
+
+def test_more_layer_errors():
+    with pytest.raises(ValueError, match="RotaryEmbedding: head_dim must be even, got 5"):
+        nn.RotaryEmbedding(5)
+    with pytest.raises(ValueError, match="d_model must be even, got 7"):
+        nn.sinusoidal_table(4, 7)
+    with pytest.raises(ValueError, match="Dropout: p must be in \\[0, 1\\), got 1"):
+        nn.Dropout(1)

@@ -137,3 +137,10 @@ def test_optimizer_state_of_other_parameters_is_a_clear_error():
     other = gf.optim.Adam([Parameter(np.ones(4))])
     with pytest.raises(ValueError, match=r"state 'm' of parameter 0 has shape \(3,\), the parameter has shape \(4,\)"):
         other.load_state_dict(opt.state_dict())
+
+
+def test_schedule_and_clipping_errors():
+    with pytest.raises(ValueError, match="need 0 <= min_lr <= max_lr"):
+        gf.optim.WarmupCosine(1e-3, warmup=10, decay=100, min_lr=1e-2)
+    with pytest.raises(ValueError, match="clip_grad_norm: max_norm must be positive, got 0"):
+        gf.optim.clip_grad_norm([Parameter(np.zeros(2))], 0)
