@@ -4,14 +4,19 @@ x_0 = E[ids]                                      no position embedding: RoPE ro
 x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention with RoPE
 x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
 logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
+
+`from_gguf` loads pretrained weights from a llama.cpp GGUF file, and `smollm2_instruct()` gives
+SmolLM2-135M-Instruct with its tokenizer, ready to chat.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gradflow import functional as F
 from gradflow import nn
+from gradflow.pretrained import GGUFFile, smollm2_path
+from gradflow.text import PretrainedBPETokenizer
 
 
 @dataclass
@@ -26,6 +31,7 @@ class LlamaConfig:
     tie_weights: bool = True
     rope_base: float = 10000.0
     eps: float = 1e-5
+    rope_interleaved: bool = False  # RoPE pairs (x0, x1), (x2, x3), ... instead of (x_i, x_(i + d/2))
 
 
 class Llama(nn.Module):
@@ -33,7 +39,8 @@ class Llama(nn.Module):
         super().__init__()
         self.config = c = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.d_model, dtype=dtype)
-        self.rope = nn.RotaryEmbedding(c.d_model // c.n_heads, base=c.rope_base)  # one table for every layer
+        # one table for every layer
+        self.rope = nn.RotaryEmbedding(c.d_model // c.n_heads, base=c.rope_base, interleaved=c.rope_interleaved)
         block = dict(n_kv_heads=c.n_kv_heads, ffn="swiglu", norm="rms", eps=c.eps, bias=False, dtype=dtype)
         self.layers = nn.ModuleList(
             nn.TransformerBlock(c.d_model, c.n_heads, c.d_ff, attn_bias=c.qkv_bias, rope=self.rope, **block)
@@ -71,6 +78,92 @@ class Llama(nn.Module):
             targets = np.asarray(getattr(targets, "data", targets))
             loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
         return logits, loss
+
+
+# each layer's weights: gradflow's name <- the GGUF file's name
+GGUF_LAYER_NAMES = {
+    "attn_norm.weight": "attn_norm.weight",
+    "attn.q_proj.weight": "attn_q.weight",
+    "attn.k_proj.weight": "attn_k.weight",
+    "attn.v_proj.weight": "attn_v.weight",
+    "attn.o_proj.weight": "attn_output.weight",
+    "ffn_norm.weight": "ffn_norm.weight",
+    "ffn.gate_proj.weight": "ffn_gate.weight",
+    "ffn.up_proj.weight": "ffn_up.weight",
+    "ffn.down_proj.weight": "ffn_down.weight",
+}
+
+
+def gguf_name(name):
+    """The GGUF tensor holding gradflow's parameter `name`: "layers.3.attn.q_proj.weight" <- "blk.3.attn_q.weight"."""
+    if name.startswith("layers."):
+        _, i, rest = name.split(".", 2)
+        return f"blk.{i}.{GGUF_LAYER_NAMES[rest]}"
+    return {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight"}.get(name, "output.weight")
+
+
+def halves_from_pairs(w, n_heads):
+    """Undo llama.cpp's reordering of the q or k rows of each head: pairs (2i, 2i + 1) back to (i, i + d/2).
+
+    llama.cpp's RoPE rotates adjacent features, Hugging Face checkpoints rotate x_i with x_(i + d/2),
+    so llama.cpp's converter reorders the rows of W_q and W_k, per head of d rows, to put row
+    i + d/2 next to row i: the file's row 2i + j is the checkpoint's row j d/2 + i. Either keep
+    the file's rows and rotate adjacent pairs (`rope_interleaved=True`), or put the rows back with
+    this function and rotate halves; q . k, and so every logit, is the same (tests/test_smollm2.py).
+    """
+    rows, cols = w.shape
+    d = rows // n_heads
+    return w.reshape(n_heads, d // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def config_from_gguf(metadata, rope_interleaved=False):
+    """A LlamaConfig from a GGUF file's llama.* metadata."""
+    arch = metadata.get("general.architecture")
+    if arch != "llama":
+        raise ValueError(f"config_from_gguf: expected a 'llama' model file, got architecture {arch!r}")
+    return LlamaConfig(
+        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
+        n_layer=int(metadata["llama.block_count"]),
+        d_model=int(metadata["llama.embedding_length"]),
+        n_heads=int(metadata["llama.attention.head_count"]),
+        n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
+        d_ff=int(metadata["llama.feed_forward_length"]),
+        rope_base=float(metadata["llama.rope.freq_base"]),
+        eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
+        rope_interleaved=rope_interleaved,
+    )
+
+
+def from_gguf(file, rope_interleaved=False):
+    """A Llama with the weights of a GGUF file (a path or a `GGUFFile`), dequantized to float32.
+
+    The model is built shape-only (`nn.init.meta()`), then each parameter receives its tensor,
+    dequantized one at a time, so memory peaks near the float32 model itself. `rope_interleaved`
+    keeps the file's q/k row order and rotates adjacent pairs (see `halves_from_pairs`).
+    """
+    f = file if isinstance(file, GGUFFile) else GGUFFile(file)
+    config = replace(config_from_gguf(f.metadata, rope_interleaved), tie_weights="output.weight" not in f.tensors)
+    with nn.init.meta():
+        model = Llama(config)
+    for name, p in model.named_parameters():  # tied: lm_head.weight is embed_tokens.weight, loaded once
+        source = gguf_name(name)
+        if f.shape(source) != p.shape:
+            raise ValueError(f"from_gguf: {source} has shape {f.shape(source)}, {name} needs {p.shape}")
+        w = f.array(source)
+        if not rope_interleaved and name.endswith(("q_proj.weight", "k_proj.weight")):
+            w = halves_from_pairs(w, config.n_heads if "q_proj" in name else config.n_kv_heads)
+        p.data = np.ascontiguousarray(w)
+    return model.eval()
+
+
+def smollm2_instruct(rope_interleaved=False):
+    """SmolLM2-135M-Instruct, 4-bit weights dequantized to float32: (model, tokenizer), fetched on first use.
+
+    The file is read once; its reader (170 MB of mapped file and parsed metadata) is let go when
+    this returns, so what stays is the 538 MB of float32 weights and the tokenizer.
+    """
+    f = GGUFFile(smollm2_path())
+    return from_gguf(f, rope_interleaved), PretrainedBPETokenizer.from_gguf(f.metadata)
 
 
 def qwen2_0_5b():

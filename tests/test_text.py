@@ -238,7 +238,7 @@ def test_loading_a_corrupt_file_names_it(tmp_path, bpe):
 @pytest.mark.parametrize(
     "d, message",
     [
-        ({"type": "wordpiece"}, "unknown tokenizer type 'wordpiece' (known types: 'bpe', 'char')"),
+        ({"type": "wordpiece"}, "unknown tokenizer type 'wordpiece' (known types: 'bpe', 'char', 'pretrained_bpe')"),
         ({"type": "bpe", "merges": []}, "lacks 'vocab_size', 'pattern'"),
         ({"type": "bpe", "vocab_size": 258, "pattern": None, "merges": [[97, 98]]}, "vocab_size 258 does not match"),
         ({"type": "bpe", "vocab_size": 257, "pattern": None, "merges": [[97, 300]]}, "merge 0 must be a pair of ids"),

@@ -11,9 +11,10 @@ from .batches import get_batch, split
 from .bpe import SPLIT_PATTERN, BPETokenizer
 from .char import CharTokenizer
 from .corpus import default_corpus, load_text
+from .pretrained_bpe import PretrainedBPETokenizer
 from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
-    "BPETokenizer", "CharTokenizer", "SPLIT_PATTERN", "Tokenizer", "default_corpus", "get_batch", "load_text",
-    "load_tokenizer", "split",
+    "BPETokenizer", "CharTokenizer", "PretrainedBPETokenizer", "SPLIT_PATTERN", "Tokenizer", "default_corpus",
+    "get_batch", "load_text", "load_tokenizer", "split",
 ]  # fmt: skip

@@ -12,20 +12,21 @@ tokens are pieces of words ("ing", " the") rather than spans like "e t". Pass `p
 merge over the whole text instead.
 """
 
-import re
 from collections import Counter
 
 import numpy as np
+import regex
 
 from .tokenizer import Tokenizer
 
-# GPT-2's split pattern, written for the standard library's `re`, which lacks \p{L} and \p{N}:
-# [^\W\d_] is a word character other than a digit or "_" (a letter), and (?:[^\w\s]|_) is anything
-# that is neither letter, digit nor whitespace, so with \d and \s the pattern matches every character.
-SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\w\s]|_)+|\s+(?!\S)|\s+"""
+# GPT-2's split pattern: a contraction, a word with the space before it, a number, a run of
+# punctuation, whitespace (not the last space before a word, which goes with the word). \p{L} and
+# \p{N} are Unicode's letters and numbers, classes the `regex` package knows and `re` does not.
+SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 # ids 0..255 are the bytes themselves; merge i makes id 256 + i
 _BYTES = 256
+_NEVER = float("inf")  # the rank of a pair no merge joins
 
 
 class BPETokenizer(Tokenizer):
@@ -52,14 +53,15 @@ class BPETokenizer(Tokenizer):
         if pattern is not None and not isinstance(pattern, str):
             raise TypeError(f"BPETokenizer: pattern must be a regular expression string or None, got {pattern!r}")
         try:
-            self.split_regex = None if pattern is None else re.compile(pattern)
-        except re.error as err:
+            self.split_regex = None if pattern is None else regex.compile(pattern)
+        except regex.error as err:
             raise ValueError(f"BPETokenizer: pattern {pattern!r} is not a valid regular expression: {err}") from None
         self.pattern = pattern
         # the bytes each id stands for: a byte itself, or the bytes of the pair it merged
         self.token_bytes = [bytes([b]) for b in range(_BYTES)]
         for a, b in self.merges:
             self.token_bytes.append(self.token_bytes[a] + self.token_bytes[b])
+        self.rank = {pair: i for i, pair in enumerate(self.merges)}  # (a, b) -> when it was learned
 
     @classmethod
     def train(cls, text, vocab_size, pattern=SPLIT_PATTERN):
@@ -109,17 +111,37 @@ class BPETokenizer(Tokenizer):
         return _BYTES + len(self.merges)
 
     def encode(self, text):
-        """The ids of `text`: its UTF-8 bytes, then every merge replayed in the order it was learned."""
+        """The ids of `text`: each chunk's UTF-8 bytes, merged as `merge_chunk` says (equal chunks once)."""
         if not isinstance(text, str):
             raise TypeError(f"BPETokenizer.encode: expected a str, got {type(text).__name__}")
-        if not text:
-            return np.zeros(0, dtype=np.int64)
-        ids, starts = bytes_and_chunk_starts(self.chunks(text, "BPETokenizer.encode"), "BPETokenizer.encode")
-        for i, pair in enumerate(self.merges):
-            if ids.size < 2:
+        done, ids = {}, []
+        for chunk in self.chunks(text, "BPETokenizer.encode"):
+            if chunk not in done:
+                done[chunk] = self.merge_chunk(list(utf8(chunk, "BPETokenizer.encode")))
+            ids.extend(done[chunk])
+        return np.array(ids, dtype=np.int64)
+
+    def merge_chunk(self, ids):
+        """Merge a chunk's byte ids: again and again, the adjacent pair learned first, at every place it occurs.
+
+        This is the merges replayed in the order they were learned, with the ones that cannot apply
+        skipped: a merge joins ids that exist before it, so joining pair i creates only pairs that
+        contain 256 + i, whose merges come after i. Occurrences are merged left to right, so
+        "a a a" becomes "aa a".
+        """
+        while len(ids) > 1:
+            rank = min(self.rank.get(pair, _NEVER) for pair in zip(ids, ids[1:]))
+            if rank == _NEVER:
                 break
-            ids, kept = merge_pair(ids, starts, pair, _BYTES + i)
-            starts = starts[kept]
+            pair, merged, i = self.merges[rank], [], 0
+            while i < len(ids):
+                if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+                    merged.append(_BYTES + rank)
+                    i += 2
+                else:
+                    merged.append(ids[i])
+                    i += 1
+            ids = merged
         return ids
 
     def decode(self, ids):
@@ -168,13 +190,18 @@ class BPETokenizer(Tokenizer):
             raise ValueError(f"BPETokenizer.from_dict: {err}") from None
 
 
-def bytes_and_chunk_starts(chunks, where):
-    """The UTF-8 bytes of the chunks, one after another, as int64 ids, and a mask that is True where a chunk starts."""
+def utf8(chunk, where):
+    """The UTF-8 bytes of `chunk`, or an error naming the character that has none (a lone surrogate)."""
     try:
-        parts = [chunk.encode("utf-8") for chunk in chunks]
+        return chunk.encode("utf-8")
     except UnicodeEncodeError as err:
         bad = err.object[err.start]
         raise ValueError(f"{where}: the text is not valid Unicode: {bad!r} ({err.reason})") from None
+
+
+def bytes_and_chunk_starts(chunks, where):
+    """The UTF-8 bytes of the chunks, one after another, as int64 ids, and a mask that is True where a chunk starts."""
+    parts = [utf8(chunk, where) for chunk in chunks]
     ids = np.frombuffer(b"".join(parts), dtype=np.uint8).astype(np.int64)
     starts = np.zeros(ids.size, dtype=bool)
     starts[np.cumsum([0] + [len(p) for p in parts[:-1]])] = True
