@@ -1,14 +1,18 @@
-"""`gradflow train` and `gradflow generate`: a language model from text to samples, from the shell.
+"""`gradflow train`, `gradflow generate` and `gradflow chat`: language models from the shell.
 
 With no arguments, `gradflow train` trains the char-level "baby GPT" (4 layers, 4 heads, 128 wide,
 context 64) on the built-in corpus (the documentation text CPython ships in pydoc_data), prints a
 sample at every evaluation, and leaves a checkpoint, metrics.jsonl and loss.png in out/.
+`gradflow chat` talks with the pretrained SmolLM2-135M-Instruct, and `gradflow generate --model
+smollm2` continues a prompt with it (`--trace` prints each step of the prompt's forward pass).
 """
 
+import contextlib
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from .chat import SMOLLM2_SYSTEM, Chat, chatml
 from .checkpoint import load_checkpoint
 from .generate import generate
 from .rng import manual_seed
@@ -60,11 +64,13 @@ def _tokenizer(args, text):
 class Printer:
     """Streams decoded text as tokens arrive, holding back an incomplete multi-byte character."""
 
-    def __init__(self, tokenizer, ids, out=None):
-        self.tokenizer, self.ids, self.out = tokenizer, list(ids), out or sys.stdout
+    def __init__(self, tokenizer, ids, out=None, skip=()):
+        self.tokenizer, self.ids, self.out, self.skip = tokenizer, list(ids), out or sys.stdout, skip
         self.shown = len(tokenizer.decode(self.ids))
 
     def __call__(self, token):
+        if token in self.skip:  # an end-of-turn token is not text to show
+            return
         self.ids.append(token)
         text = self.tokenizer.decode(self.ids).rstrip("\ufffd")
         self.out.write(text[self.shown :])
@@ -116,6 +122,8 @@ def run_train(args):
 
 
 def run_generate(args):
+    if args.model == "smollm2":
+        return _generate_smollm2(args)
     ckpt = load_checkpoint(args.checkpoint)
     model = model_from_meta(ckpt.meta)
     ckpt.restore(model)
@@ -135,6 +143,63 @@ def run_generate(args):
         on_token=Printer(tokenizer, prompt),
     )
     sys.stdout.write("\n")
+    return 0
+
+
+def _load_smollm2():
+    from models.llama import smollm2_instruct
+
+    print("loading SmolLM2-135M-Instruct ...", file=sys.stderr, flush=True)
+    return smollm2_instruct()
+
+
+def _generate_smollm2(args):
+    model, tokenizer = _load_smollm2()
+    text = chatml([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+    prompt = tokenizer.encode(text)
+    if args.trace:
+        from models.llama_trace import trace
+
+        trace(model, prompt, tokenizer)
+    sys.stdout.write(text)
+    ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
+    generate(
+        model,
+        prompt,
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop=ends,
+        on_token=Printer(tokenizer, prompt, skip=ends),
+    )
+    sys.stdout.write("\n")
+    return 0
+
+
+def run_chat(args):
+    model, tokenizer = _load_smollm2()
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+    tty = sys.stdin.isatty()
+    if tty:
+        print("Chat with SmolLM2-135M-Instruct. An empty line or Ctrl-D ends; /reset starts over.", file=sys.stderr)
+    while True:
+        try:
+            text = input("you> " if tty else "")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not text.strip():
+            break
+        if text.strip() == "/reset":
+            chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+            continue
+        sys.stdout.write("smollm2> ")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops this reply, keeps the conversation
+            chat.say(text, on_token=Printer(tokenizer, [], skip=(chat.end,)))
+        sys.stdout.write("\n")
+        sys.stdout.flush()
     return 0
 
 
@@ -161,8 +226,11 @@ def add_commands(sub):
     train.add_argument("--resume", action="store_true", help="continue the run saved in --out-dir")
     train.set_defaults(run=run_train)
 
-    gen = sub.add_parser("generate", help="sample text from a trained checkpoint")
+    gen = sub.add_parser("generate", help="sample text from a trained checkpoint, or from SmolLM2")
     gen.add_argument("--checkpoint", default="out", help="a checkpoint file or the directory holding ckpt.npz")
+    gen.add_argument("--model", choices=["smollm2"], help="a pretrained model instead of a checkpoint")
+    gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
+    gen.add_argument("--trace", action="store_true", help="with --model: print each step's shape")
     gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
     gen.add_argument("--max-new-tokens", type=int, default=300)
     gen.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
@@ -170,3 +238,14 @@ def add_commands(sub):
     gen.add_argument("--top-p", type=float)
     gen.add_argument("--seed", type=int)
     gen.set_defaults(run=run_generate)
+
+    chat = sub.add_parser("chat", help="talk with SmolLM2-135M-Instruct (fetched once, 98 MB)")
+    chat.add_argument("--system", default=SMOLLM2_SYSTEM, help="the system message")
+    chat.add_argument("--max-new-tokens", type=int, default=512)
+    # greedy by default: a 135M model gets facts right most reliably on its most likely path;
+    # the model card's sampling is --temperature 0.2 --top-p 0.9
+    chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (the default)")
+    chat.add_argument("--top-k", type=int)
+    chat.add_argument("--top-p", type=float)
+    chat.add_argument("--seed", type=int)
+    chat.set_defaults(run=run_chat)

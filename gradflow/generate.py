@@ -50,24 +50,42 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
 
 @no_grad()
 def generate(
-    model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, context=None, on_token=None
+    model,
+    ids,
+    max_new_tokens,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    context=None,
+    on_token=None,
+    stop=(),
+    cache=None,
 ):
-    """Continue the (T,) prompt `ids` by max_new_tokens tokens; returns all ids (prompt + new).
+    """Continue the (T,) prompt `ids` by up to max_new_tokens tokens; returns all ids (prompt + new).
 
     The prompt runs once through the model, filling its KV cache; then each new token is one forward
     step of length 1. `context` caps how many positions the model can see (GPT's block_size): when
     the cache is full, it is rebuilt from the last context - 1 tokens. on_token(id) is called as each
-    token is chosen, for streaming to the terminal.
+    token is chosen, for streaming to the terminal. Generation ends early after a token in `stop`
+    (an end-of-turn token, say), which is kept. Pass a `cache` that already holds the first
+    cache[0].length ids of the prompt (a conversation so far) to run only the rest.
     """
     ids = [int(i) for i in np.asarray(ids).reshape(-1)]
     if not ids:
         raise ValueError("generate: the prompt must hold at least one token")
     rng = np.random.default_rng(seed)
-    cache = model.new_cache()
-    pending = ids if context is None else ids[-context:]
+    if cache is None:
+        cache = model.new_cache()
+    if cache[0].length >= len(ids):
+        raise ValueError(f"generate: the cache holds {cache[0].length} tokens, the prompt only {len(ids)}")
+    pending = ids[cache[0].length :]
+    if context is not None and cache[0].length + len(pending) > context:
+        cache[:] = model.new_cache()
+        pending = ids[-context:]
     for _ in range(max_new_tokens):
         if context is not None and cache[0].length + len(pending) > context:
-            cache = model.new_cache()  # slide the window: re-read the most recent tokens
+            cache[:] = model.new_cache()  # slide the window: re-read the most recent tokens
             pending = ids[-(context - 1) :] if context > 1 else ids[-1:]
         logits, _ = model(np.array([pending]), cache=cache)
         token = sample(logits.data[0, -1], rng, temperature, top_k, top_p)
@@ -75,4 +93,6 @@ def generate(
         pending = [token]
         if on_token is not None:
             on_token(token)
+        if token in stop:
+            break
     return ids
