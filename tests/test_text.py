@@ -380,3 +380,15 @@ def test_get_batch_checks_its_arguments():
 def test_split_counts_as_the_published_ninety_ten_split():
     train, val = split(np.arange(1_115_394))  # tiny shakespeare's length in characters
     assert (len(train), len(val)) == (1_003_854, 111_540)
+
+
+def test_bpe_encode_equals_replaying_every_merge_in_order(corpus, bpe):
+    """encode merges each chunk by rank; replaying all merges over the whole text, in order, gives the same ids."""
+    from gradflow.text.bpe import bytes_and_chunk_starts, merge_pair
+
+    text = corpus[:20000] + " naïve café ☕ aaaa"
+    ids, starts = bytes_and_chunk_starts(bpe.chunks(text, "t"), "t")
+    for i, pair in enumerate(bpe.merges):
+        ids, kept = merge_pair(ids, starts, pair, 256 + i)
+        starts = starts[kept]
+    assert bpe.encode(text).tolist() == ids.tolist()
