@@ -134,13 +134,14 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params):
         """Run forward on the inputs' arrays and, if any input requires grad, record the node."""
-        from .tensor import Tensor, as_tensor
-
         tensors = tuple(None if x is None else as_tensor(x) for x in inputs)
         arrays = tuple(None if t is None else t.data for t in tensors)
         ctx = cls()
-        ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
-        ctx._recording = _grad_enabled and any(ctx.needs_input_grad)
+        if _grad_enabled:
+            ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
+            ctx._recording = any(ctx.needs_input_grad)
+        else:  # under no_grad nothing is recorded: skip asking each input (decoding runs ~900 ops a token)
+            ctx.needs_input_grad, ctx._recording = (False,) * len(tensors), False
         start = _profiler and time.perf_counter()
         try:
             out = cls.forward(ctx, *arrays, **params)
@@ -306,3 +307,6 @@ def _input_grad(node, i, t, g):
 def set_retained(node, tensor):
     """Make backward store the gradient of `tensor`, the output of `node`, in `tensor.grad`."""
     node._retained = weakref.ref(tensor)
+
+
+from .tensor import Tensor, as_tensor  # noqa: E402  (tensor.py imports this module first)

@@ -1,7 +1,8 @@
 """The neural-network functions a transformer is made of (imported as `F`).
 
-softmax, log_softmax, cross_entropy, layer_norm, rms_norm and scaled_dot_product_attention are
-fused ops: one node each, with the backward derived by hand in the op's docstring (gradflow/ops).
+linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope and
+scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
+the op's docstring (gradflow/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
 and in gradient.
 """
@@ -57,6 +58,33 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     if bad.size:
         raise IndexError(f"cross_entropy: target {bad[0]} is out of range for {logits.shape[1]} classes")
     return ops.CrossEntropy.apply(logits, targets=targets, ignore_index=ignore_index, reduction=reduction)
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias: x (..., in), weight (out, in) as Linear stores it, bias (out,)."""
+    x, weight = as_tensor(x), as_tensor(weight)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input {x.shape} needs a weight of shape (out, {x.shape[-1:]}), got {weight.shape}")
+    if bias is not None and as_tensor(bias).shape != weight.shape[:1]:
+        raise ValueError(f"linear: bias has shape {as_tensor(bias).shape}, expected {weight.shape[:1]}")
+    return ops.Linear.apply(x, weight, bias)
+
+
+def rope(x, cos, sin, interleaved=False):
+    """Rotate feature pairs of x by the angles whose cos and sin are given (RotaryEmbedding makes them).
+
+    cos, sin: arrays broadcasting against x's shape with its last axis halved; pairs are (x0, x1),
+    (x2, x3), ... when interleaved, else (x_i, x_(i + d/2)).
+    """
+    x = as_tensor(x)
+    cos, sin = (np.asarray(getattr(a, "data", a), dtype=x.dtype) for a in (cos, sin))
+    if x.ndim < 1 or x.shape[-1] % 2 or cos.shape != sin.shape:
+        raise ValueError(f"rope: x {x.shape} needs an even last axis, cos and sin one shape: {cos.shape}, {sin.shape}")
+    try:
+        np.broadcast_shapes(x.shape[:-1] + (x.shape[-1] // 2,), cos.shape)
+    except ValueError:
+        raise ValueError(f"rope: cos and sin {cos.shape} do not broadcast against half of x {x.shape}") from None
+    return ops.Rope.apply(x, cos=cos, sin=sin, interleaved=interleaved)
 
 
 def _check_norm_param(op, name, p, x):

@@ -54,6 +54,8 @@ TARGETS = np.array([2, 0, 4, 1, 2])
 PAD_MASK = np.array([[True, True, True, False], [True, True, False, False]])[:, None, None, :]  # (B,1,1,Tk)
 NO_KEYS = np.array([[True, True, True], [False, False, False], [True, False, True]])  # row 1 sees nothing
 FILL_MASK = _rng.random((3, 4)) < 0.4
+ANGLES = np.arange(3)[:, None] * 10.0 ** -np.arange(2)  # (T=3, d/2=2): m theta_i for RoPE
+COS, SIN = np.cos(ANGLES), np.sin(ANGLES)
 WHERE_COND = _rng.random((3, 4)) < 0.5
 
 
@@ -166,6 +168,12 @@ CASES = [
     *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w, b), ((4, 3), (3,), (3,)), transposed=True),
     *_cases("rms_norm", lambda x, w: F.rms_norm(x, w), ((3, 5), (5,)), ((2, 3, 4), (4,))),
     *_cases("rms_norm no weight", lambda x: F.rms_norm(x), ((3, 5),)),
+    *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,))),
+    *_cases("linear no bias", lambda x, w: F.linear(x, w), ((3, 4), (5, 4)), ((2, 1, 4), (2, 4))),
+    *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), transposed=True),
+    *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), ((2, 3, 4),)),
+    *_cases("rope interleaved", lambda x: F.rope(x, COS, SIN, interleaved=True), ((2, 3, 4),)),
+    *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), transposed=True),
     *_cases("F.gelu", lambda x: F.gelu(x), ((3, 4),)),
     *_cases("F.silu", lambda x: F.silu(x), ((3, 4),)),
     *_cases("dropout", _dropout, ((4, 5),)),

@@ -43,6 +43,19 @@ def _attention(q, k, v, allowed):
     return _softmax(scores.masked_fill(~allowed, -np.inf)) @ v
 
 
+def _rope(x, cos, sin, interleaved):
+    """The rotation written with slices: a' = a cos - b sin, b' = a sin + b cos, pairs put back in place."""
+    half = x.shape[-1] // 2
+    a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :half], x[..., half:])
+    a_rot, b_rot = a * cos - b * sin, a * sin + b * cos
+    if interleaved:
+        return gf.stack([a_rot, b_rot], axis=-1).reshape(x.shape)
+    return gf.cat([a_rot, b_rot], axis=-1)
+
+
+ROPE_TABLE = (np.cos(np.arange(5)[:, None] * 0.5 ** np.arange(4)), np.sin(np.arange(5)[:, None] * 0.5 ** np.arange(4)))
+
+
 def _logsumexp(x):
     m = x.data.max(axis=-1, keepdims=True)
     return ((x - m).exp().sum(axis=-1, keepdims=True).log() + m).squeeze(-1)
@@ -62,6 +75,13 @@ PAIRS = {
     "gelu": (F.gelu, _gelu, [(3, 7)]),
     "silu": (F.silu, lambda x: x * x.sigmoid(), [(3, 7)]),
     "var": (lambda x: x.var(axis=1), lambda x: ((x - x.mean(axis=1, keepdims=True)) ** 2).mean(axis=1), [(3, 7)]),
+    "linear": (lambda x, w, b: F.linear(x, w, b), lambda x, w, b: x @ w.T + b, [(2, 3, 4), (5, 4), (5,)]),
+    "rope halves": (lambda x: F.rope(x, *ROPE_TABLE), lambda x: _rope(x, *ROPE_TABLE, False), [(2, 3, 5, 8)]),
+    "rope interleaved": (
+        lambda x: F.rope(x, *ROPE_TABLE, interleaved=True),
+        lambda x: _rope(x, *ROPE_TABLE, True),
+        [(2, 3, 5, 8)],
+    ),
     "attention causal": (
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
         lambda q, k, v: _attention(q, k, v, CAUSAL),

@@ -12,7 +12,7 @@ PUBLIC_DIFFERENTIABLE = """
 add sub mul div pow radd rsub rmul rtruediv rpow neg matmul exp log sqrt rsqrt abs tanh sigmoid
 relu gelu silu maximum minimum clip sum mean var max min logsumexp softmax log_softmax reshape
 permute transpose swapaxes T squeeze unsqueeze expand index masked_fill where tril triu cat stack
-split cross_entropy layer_norm rms_norm F.gelu F.silu dropout embedding attention gf.maximum
+split cross_entropy layer_norm rms_norm F.gelu F.silu dropout embedding attention gf.maximum linear rope
 """.split()
 
 

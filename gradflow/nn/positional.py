@@ -7,9 +7,8 @@ decoding with a KV cache can encode token t alone at its true position.
 
 import numpy as np
 
+from .. import functional as F
 from ..checks import normalize_axis
-from ..functions import cat, stack
-from ..tensor import Tensor
 from . import init
 from .module import Module
 
@@ -82,6 +81,7 @@ class RotaryEmbedding(Module):
             raise ValueError(f"RotaryEmbedding: head_dim must be even, got {head_dim}")
         self.head_dim, self.base, self.interleaved = head_dim, base, interleaved
         self.theta = base ** (-np.arange(0, head_dim, 2) / head_dim)  # (d/2,)
+        self._table = None
 
     def angles(self, t, offset=0):
         """m * theta_i for positions m = offset .. offset + t - 1:  (t, d/2)"""
@@ -92,16 +92,18 @@ class RotaryEmbedding(Module):
         axis = normalize_axis("RotaryEmbedding", axis, x.shape)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"RotaryEmbedding: last axis has size {x.shape[-1]}, expected {self.head_dim}")
-        angle = self.angles(x.shape[axis], offset)  # (T, d/2)
-        angle = angle.reshape(angle.shape[:1] + (1,) * (x.ndim - 2 - axis) + angle.shape[1:])
-        cos = Tensor(np.cos(angle).astype(x.dtype))
-        sin = Tensor(np.sin(angle).astype(x.dtype))
-        half = self.head_dim // 2
-        a, b = (x[..., 0::2], x[..., 1::2]) if self.interleaved else (x[..., :half], x[..., half:])
-        a_rot, b_rot = a * cos - b * sin, a * sin + b * cos
-        if self.interleaved:
-            return stack([a_rot, b_rot], axis=-1).reshape(x.shape)
-        return cat([a_rot, b_rot], axis=-1)
+        cos, sin = self.table(x.shape[axis], offset, x.dtype)  # (T, d/2)
+        shape = cos.shape[:1] + (1,) * (x.ndim - 2 - axis) + cos.shape[1:]  # T on `axis`, d/2 last
+        return F.rope(x, cos.reshape(shape), sin.reshape(shape), interleaved=self.interleaved)
+
+    def table(self, t, offset, dtype):
+        """cos and sin of the angles m * theta_i, (t, d/2) each; the last table is kept, since every
+        layer (and q and k) asks for the same one."""
+        key = (t, offset, np.dtype(dtype))
+        if self._table is None or self._table[0] != key:
+            angle = self.angles(t, offset)
+            self._table = (key, np.cos(angle).astype(dtype), np.sin(angle).astype(dtype))
+        return self._table[1:]
 
     def extra_repr(self):
         layout = "interleaved" if self.interleaved else "halves"

@@ -23,17 +23,19 @@ from .elementwise import (
     Tanh,
 )
 from .index import Index, MaskedFill, Where
+from .linear import Linear
 from .loss import CrossEntropy
 from .matmul import Matmul
 from .norm import LayerNorm, RMSNorm
 from .reduce import LogSumExp, Max, Mean, Min, Sum, Var
+from .rope import Rope
 from .shape import Cat, Expand, Permute, Reshape, Stack
 from .softmax import LogSoftmax, Softmax
 
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Exp", "Expand", "Gelu", "Index",
-    "LayerNorm", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
+    "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
     "Mean", "Min", "Minimum", "Mul", "Neg", "Permute", "Pow", "RMSNorm", "Relu", "Reshape",
-    "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",
+    "Rope", "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",
     "Sum", "Tanh", "Var", "Where",
 ]  # fmt: skip
