@@ -5,6 +5,8 @@ chain of nodes is the computation graph that `backward()` walks from the output 
 Every operator and method here only checks its arguments and calls one op's `apply`.
 """
 
+import math
+
 import numpy as np
 
 from . import autograd, ops
@@ -375,7 +377,7 @@ class Tensor:
 
     def reshape(self, *shape):
         shape = _shape_arg(shape)
-        known = int(np.prod([n for n in shape if n != -1]))
+        known = math.prod(n for n in shape if n != -1)
         free = shape.count(-1)
         bad = free > 1 or any(n < -1 for n in shape)
         if not bad:

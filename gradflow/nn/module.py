@@ -7,7 +7,7 @@ map one to one onto PyTorch checkpoints.
 
 import numpy as np
 
-from ..autograd import module_scope
+from ..autograd import is_grad_enabled, module_scope
 from ..tensor import Tensor
 
 
@@ -50,6 +50,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def __call__(self, *args, **kwargs):
+        if not is_grad_enabled():  # nothing is recorded, so there is no op to tell its module
+            return self.forward(*args, **kwargs)
         with module_scope(self):  # the ops recorded here know they belong to this module
             return self.forward(*args, **kwargs)
 
