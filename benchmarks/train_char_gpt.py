@@ -289,9 +289,9 @@ def main():
             for _ in range(20):
                 step(*get_batch(train_ids, BATCH, BLOCK, rng))
         print(prof.table(per=20))
-        matmul = sum(f + b for op, _, f, b in prof.rows() if op in ("matmul", "attention"))
+        matmul = sum(f + b for op, _, f, b in prof.rows() if op in ("linear", "matmul", "attention"))
         share = matmul / prof.wall
-        print(f"matmul and attention: {share:.0%} of the step; everything else {1 - share:.0%}")
+        print(f"matmul (linear, matmul, attention): {share:.0%} of the step; everything else {1 - share:.0%}")
     if args.decode:
         decode_speed(tokenizer.vocab_size)
     if args.memory:

@@ -123,6 +123,11 @@ class Function:
             self._saved = arrays
 
     @property
+    def recording(self):
+        """True when backward will run: forward may skip work that only backward needs."""
+        return self._recording
+
+    @property
     def saved_tensors(self):
         if self._freed:
             raise RuntimeError(

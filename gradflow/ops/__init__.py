@@ -1,5 +1,6 @@
 """Every differentiable op, one Function subclass each, forward and backward side by side."""
 
+from .. import memory
 from .attention import ScaledDotProductAttention
 from .elementwise import (
     Abs,
@@ -31,6 +32,8 @@ from .reduce import LogSumExp, Max, Mean, Min, Sum, Var
 from .rope import Rope
 from .shape import Cat, Expand, Permute, Reshape, Stack
 from .softmax import LogSoftmax, Softmax
+
+memory.keep_freed_memory()  # the ops' arrays reuse freed memory without page faults (gradflow/memory.py)
 
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Exp", "Expand", "Gelu", "Index",

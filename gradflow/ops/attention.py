@@ -4,26 +4,40 @@ import math
 
 import numpy as np
 
+from .. import parallel
 from ..autograd import Function
 
 
-def attention_weights(q, k, allowed=None, scale=None):
+def attention_weights(q, k, allowed=None, scale=None, out=None):
     """attn = softmax(q @ k^T * scale) along keys (numpy arrays; scale defaults to 1/sqrt(d)).
 
     Disallowed scores become -inf, so their weight exp(-inf) = 0; a query with no allowed key gets
     all-zero weights (the row's max is taken as 0 and its sum as 1) instead of 0/0 = NaN.
+    `out`, if given, receives the weights (the softmax is computed in that buffer).
     """
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = q @ np.swapaxes(k, -1, -2)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2), out=out)
     scores *= scale
     if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
+        np.copyto(scores, -np.inf, where=~allowed)
     m = scores.max(axis=-1, keepdims=True)
     scores -= np.where(np.isfinite(m), m, 0)
     e = np.exp(scores, out=scores)  # the softmax is computed in the scores' own buffer
-    s = e.sum(axis=-1, keepdims=True)
-    e /= np.where(s > 0, s, 1)
+    s = row_sum(e)
+    e *= 1 / np.where(s > 0, s, 1)
     return e
+
+
+def row_sum(a):
+    """sum over the last axis, keepdims (einsum's plain loop beats numpy's pairwise sum on short rows)."""
+    return np.einsum("...i->...", a)[..., None]
+
+
+def over_batch(*arrays, tail):
+    """Views of the arrays broadcast to one batch shape (at least one axis), so that a slice of the
+    first axis picks the same sequences in each; `tail` gives each array's own last two sizes."""
+    batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays if a is not None)) or (1,)
+    return batch, [None if a is None else np.broadcast_to(a, batch + t) for a, t in zip(arrays, tail)]
 
 
 class ScaledDotProductAttention(Function):
@@ -38,6 +52,9 @@ class ScaledDotProductAttention(Function):
       dattn = (G @ v^T) * drop
       dscores = attn * (dattn - rowsum(dattn * attn))     (the softmax backward, per query row)
       dq = dscores @ k * scale,   dk = dscores^T @ q * scale
+
+    Sequences are independent, so both passes run on chunks of the batch shared among threads
+    (gradflow.parallel): numpy would run these stacks of small products on one core.
     """
 
     name = "attention"
@@ -45,20 +62,44 @@ class ScaledDotProductAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, allowed=None, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-        attn = attention_weights(q, k, allowed, scale)
-        dropped = attn if drop is None else attn * drop
+        (tq, d), (tk, dv) = q.shape[-2:], v.shape[-2:]
+        shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (tq, dv)
+        tails = [(tq, d), (tk, d), (tk, dv), (tq, tk), (tq, tk)]
+        batch, (q, k, v, allowed, drop) = over_batch(q, k, v, allowed, drop, tail=tails)
+        attn = np.empty(batch + (tq, tk), np.result_type(q, k))
+        dropped = attn if drop is None else np.empty_like(attn)
+        out = np.empty(batch + (tq, dv), np.result_type(attn, v))
+
+        def kernel(seqs):
+            attention_weights(q[seqs], k[seqs], None if allowed is None else allowed[seqs], scale, out=attn[seqs])
+            if drop is not None:
+                np.multiply(attn[seqs], drop[seqs], out=dropped[seqs])
+            np.matmul(dropped[seqs], v[seqs], out=out[seqs])
+
+        parallel.for_rows(kernel, batch[0], attn.size)
         ctx.save_for_backward(q, k, v, attn, dropped)
         ctx.scale, ctx.drop = scale, drop
-        return dropped @ v
+        return out.reshape(shape)
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v, attn, dropped = ctx.saved_tensors
-        dv = np.swapaxes(dropped, -1, -2) @ grad
-        dattn = grad @ np.swapaxes(v, -1, -2)
-        if ctx.drop is not None:
-            dattn = dattn * ctx.drop
-        dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True))
-        dq = (dscores @ k) * ctx.scale
-        dk = (np.swapaxes(dscores, -1, -2) @ q) * ctx.scale
+        grad = grad.reshape(attn.shape[:-1] + grad.shape[-1:])  # the batch of one added by over_batch
+        drop = ctx.drop
+        dq, dk, dv = np.empty(q.shape, grad.dtype), np.empty(k.shape, grad.dtype), np.empty(v.shape, grad.dtype)
+        dscores = np.empty_like(attn)
+
+        def kernel(seqs):
+            g, ds = grad[seqs], dscores[seqs]
+            np.matmul(np.swapaxes(dropped[seqs], -1, -2), g, out=dv[seqs])
+            np.matmul(g, np.swapaxes(v[seqs], -1, -2), out=ds)  # dattn, turned into dscores in place
+            if drop is not None:
+                ds *= drop[seqs]
+            ds -= np.einsum("...i,...i->...", ds, attn[seqs])[..., None]  # dattn - rowsum(dattn * attn)
+            ds *= attn[seqs]
+            ds *= ctx.scale  # the scale's own factor, for both dq and dk
+            np.matmul(ds, k[seqs], out=dq[seqs])
+            np.matmul(np.swapaxes(ds, -1, -2), q[seqs], out=dk[seqs])
+
+        parallel.for_rows(kernel, len(attn), attn.size)
         return dq, dk, dv

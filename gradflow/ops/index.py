@@ -9,6 +9,22 @@ def has_array(index):
     return any(isinstance(i, np.ndarray) for i in index)
 
 
+def add_rows(dx, ids, grad):
+    """dx[ids[n]] += grad[n] for every n, repeated ids summed (np.add.at(dx, ids, grad)).
+
+    Computed as one sort of the ids and one sum per run of equal ids (np.add.reduceat): np.add.at
+    handles every row on its own and is several times slower on an embedding's gradient.
+    """
+    ids = ids.reshape(-1) % len(dx)  # -1 and len(dx) - 1 name the same row
+    if ids.size == 0:
+        return
+    rows = grad.reshape(ids.size, -1)
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    dx.reshape(len(dx), -1)[ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+
+
 class Index(Function):
     """y = x[index] (basic and integer-array indexing)
 
@@ -25,7 +41,9 @@ class Index(Function):
     @staticmethod
     def backward(ctx, grad):
         dx = np.zeros(ctx.shape, dtype=grad.dtype)
-        if has_array(ctx.index):
+        if len(ctx.index) == 1 and has_array(ctx.index):  # rows picked by one integer array: an embedding
+            add_rows(dx, ctx.index[0], grad)
+        elif has_array(ctx.index):
             np.add.at(dx, ctx.index, grad)
         else:  # basic indexing selects each element at most once
             dx[ctx.index] = grad

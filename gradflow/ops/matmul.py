@@ -39,9 +39,15 @@ class Matmul(Function):
             da = mm(g, np.swapaxes(b2, -1, -2))
             da = da.reshape(da.shape[:-2] + (da.shape[-1],)) if a.ndim == 1 else da
         if ctx.needs_input_grad[1]:
-            if b.ndim == 2 and a2.ndim > 2:
+            if b.ndim == 2:
                 # dB = sum over every row of every batch of a_row^T g_row: one 2-D product
-                db = a2.reshape(-1, a2.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+                a_rows, g_rows = a2.reshape(-1, a2.shape[-1]), g.reshape(-1, g.shape[-1])
+                if b.flags.f_contiguous and not b.flags.c_contiguous:
+                    # B is a transposed view (x @ W.T): compute dB^T = G^T A, so that dB is laid out
+                    # like B and W's gradient arrives in W's own order, without a transposing copy
+                    db = (g_rows.T @ a_rows).T
+                else:
+                    db = a_rows.T @ g_rows
             else:
                 db = np.swapaxes(a2, -1, -2) @ g
             db = db[..., 0] if b.ndim == 1 else db

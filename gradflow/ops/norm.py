@@ -5,9 +5,20 @@ import numpy as np
 from ..autograd import Function
 
 
+def row_mean(a):
+    """mean over the last axis, keepdims (einsum's plain loop beats a.mean's pairwise sum on short rows)."""
+    return np.einsum("...i->...", a)[..., None] / a.shape[-1]
+
+
 def row_mean_of_product(a, b):
     """mean over the last axis of a * b, keepdims (einsum forms no (..., D) temporary for a * b)."""
     return np.einsum("...i,...i->...", a, b)[..., None] / a.shape[-1]
+
+
+def column_sum_of_product(a, b):
+    """sum of a * b over every axis but the last: the gradient of a weight applied to every row."""
+    d = a.shape[-1]
+    return np.einsum("ni,ni->i", a.reshape(-1, d), b.reshape(-1, d))
 
 
 class LayerNorm(Function):
@@ -21,21 +32,25 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, eps=1e-5):
-        xhat = x - x.mean(axis=-1, keepdims=True)
+        xhat = x - row_mean(x)
         r = 1 / np.sqrt(row_mean_of_product(xhat, xhat) + eps)
         xhat *= r
         ctx.save_for_backward(xhat, r, w)
         y = xhat if w is None else xhat * w
-        return y if b is None else y + b
+        if b is not None:  # in place, unless y is the saved xhat itself
+            y = xhat + b if w is None else np.add(y, b, out=y)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
         xhat, r, w = ctx.saved_tensors
-        gh = grad if w is None else grad * w
-        dx = r * (gh - gh.mean(axis=-1, keepdims=True) - xhat * row_mean_of_product(gh, xhat))
-        rows = tuple(range(grad.ndim - 1))
-        dw = (grad * xhat).sum(axis=rows) if ctx.needs_input_grad[1] else None
-        db = grad.sum(axis=rows) if ctx.needs_input_grad[2] else None
+        dx = grad * w if w is not None else grad.copy()  # gh, then dx in place
+        path_through_var = xhat * row_mean_of_product(dx, xhat)
+        dx -= row_mean(dx)
+        dx -= path_through_var
+        dx *= r  # r (gh - mean(gh) - xhat mean(gh xhat))
+        dw = column_sum_of_product(grad, xhat) if ctx.needs_input_grad[1] else None
+        db = grad.sum(axis=tuple(range(grad.ndim - 1))) if ctx.needs_input_grad[2] else None
         return dx, dw, db
 
 
@@ -55,7 +70,8 @@ class RMSNorm(Function):
     @staticmethod
     def backward(ctx, grad):
         xhat, r, w = ctx.saved_tensors
-        gh = grad if w is None else grad * w
-        dx = r * (gh - xhat * row_mean_of_product(gh, xhat))
-        dw = (grad * xhat).sum(axis=tuple(range(grad.ndim - 1))) if ctx.needs_input_grad[1] else None
+        dx = grad * w if w is not None else grad.copy()  # gh, then dx in place
+        dx -= xhat * row_mean_of_product(dx, xhat)
+        dx *= r  # r (gh - xhat mean(gh xhat))
+        dw = column_sum_of_product(grad, xhat) if ctx.needs_input_grad[1] else None
         return dx, dw

@@ -1,5 +1,7 @@
 """Adam and AdamW, with PyTorch's update formulas and defaults."""
 
+import math
+
 import numpy as np
 
 from .optimizer import Optimizer, check_positive
@@ -31,13 +33,19 @@ class Adam(Optimizer):
             state.update(step=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
         state["step"] += 1
         t, m, v = state["step"], state["m"], state["v"]
+        scratch = np.empty_like(m)  # every pass below runs in place, in m, v, p or this one buffer
         m *= beta1
-        m += (1 - beta1) * g  # m = beta1 m + (1 - beta1) g, in place
+        m += np.multiply(g, 1 - beta1, out=scratch)  # m = beta1 m + (1 - beta1) g
         v *= beta2
-        v += (1 - beta2) * g * g  # v = beta2 v + (1 - beta2) g^2, in place
-        denom = np.sqrt(v / (1 - beta2**t))
-        denom += eps  # sqrt(v_hat) + eps
-        p.data -= (lr / (1 - beta1**t)) * m / denom  # lr m_hat / (sqrt(v_hat) + eps)
+        np.multiply(g, g, out=scratch)
+        scratch *= 1 - beta2
+        v += scratch  # v = beta2 v + (1 - beta2) g^2
+        denom = np.sqrt(v, out=scratch)
+        denom *= 1 / math.sqrt(1 - beta2**t)
+        denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
+        step = np.divide(m, denom, out=scratch)
+        step *= lr / (1 - beta1**t)
+        p.data -= step  # lr m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):
