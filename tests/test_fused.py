@@ -113,3 +113,21 @@ def test_fused_ops_are_one_node():
     assert F.softmax(x).grad_fn.inputs == (x,)
     assert F.cross_entropy(x, np.array([0, 1, 2])).grad_fn.name == "cross_entropy"
     assert F.layer_norm(x).grad_fn.name == "layer_norm"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_a_graph_takes_the_short_path_to_the_same_numbers(causal):
+    """Under no_grad a small attention (decoding a token) skips saving and chunking; same result."""
+    rng = np.random.default_rng(0)
+    q, k, v = (
+        rng.standard_normal((1, 3, 3, 2, 8)),
+        rng.standard_normal((1, 3, 1, 5, 8)),
+        rng.standard_normal((1, 3, 1, 5, 8)),
+    )
+    recorded = F.scaled_dot_product_attention(
+        gf.tensor(q, requires_grad=True), gf.tensor(k), gf.tensor(v), causal=causal
+    )
+    with gf.no_grad():
+        short = F.scaled_dot_product_attention(gf.tensor(q), gf.tensor(k), gf.tensor(v), causal=causal)
+    assert short.shape == recorded.shape == (1, 3, 3, 2, 8)
+    np.testing.assert_allclose(short.data, recorded.data, rtol=1e-12, atol=1e-14)

@@ -62,6 +62,10 @@ class ScaledDotProductAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, allowed=None, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+        if not ctx.recording and drop is None and q.size * k.shape[-2] < parallel.MIN_ELEMENTS:
+            # inference on a few queries (decoding a token): nothing to save, nothing worth
+            # sharing among threads, and numpy broadcasts the shared key/value heads itself
+            return attention_weights(q, k, allowed, scale) @ v
         (tq, d), (tk, dv) = q.shape[-2:], v.shape[-2:]
         shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (tq, dv)
         tails = [(tq, d), (tk, d), (tk, dv), (tq, tk), (tq, tk)]
