@@ -284,7 +284,8 @@ def main():
         print(f"pytorch: val loss {val:.4f} at {TRAIN.max_iters} iterations, {time.perf_counter() - start:.0f} s")
     if args.profile:
         step, rng = gradflow_engine(tokenizer.vocab_size), np.random.default_rng(0)
-        step(*get_batch(train_ids, BATCH, BLOCK, rng))
+        for _ in range(10):  # warm up: the first steps fill the allocator and the optimizer's state
+            step(*get_batch(train_ids, BATCH, BLOCK, rng))
         with gf.profile() as prof:
             for _ in range(20):
                 step(*get_batch(train_ids, BATCH, BLOCK, rng))
