@@ -129,19 +129,15 @@ def run_generate(args):
     ckpt.restore(model)
     model.eval()
     tokenizer = load_tokenizer(ckpt["tokenizer"])
-    prompt = tokenizer.encode(args.prompt)
-    sys.stdout.write(args.prompt)
-    generate(
-        model,
-        prompt,
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        context=context_of(ckpt.meta),
-        on_token=Printer(tokenizer, prompt),
-    )
+    return _stream(args, model, tokenizer, args.prompt, context=context_of(ckpt.meta))
+
+
+def _stream(args, model, tokenizer, text, skip=(), **options):
+    """Print `text`, then its continuation token by token, sampled as the command's flags say."""
+    prompt = tokenizer.encode(text)
+    sys.stdout.write(text)
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    generate(model, prompt, args.max_new_tokens, on_token=Printer(tokenizer, prompt, skip=skip), **sampling, **options)
     sys.stdout.write("\n")
     return 0
 
@@ -156,26 +152,12 @@ def _load_smollm2():
 def _generate_smollm2(args):
     model, tokenizer = _load_smollm2()
     text = chatml([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
-    prompt = tokenizer.encode(text)
     if args.trace:
         from models.llama_trace import trace
 
-        trace(model, prompt, tokenizer)
-    sys.stdout.write(text)
+        trace(model, tokenizer.encode(text), tokenizer)
     ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
-    generate(
-        model,
-        prompt,
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        stop=ends,
-        on_token=Printer(tokenizer, prompt, skip=ends),
-    )
-    sys.stdout.write("\n")
-    return 0
+    return _stream(args, model, tokenizer, text, skip=ends, stop=ends)
 
 
 def run_chat(args):
