@@ -214,20 +214,21 @@ def add_commands(sub):
     gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
     gen.add_argument("--trace", action="store_true", help="with --model: print each step's shape")
     gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
-    gen.add_argument("--max-new-tokens", type=int, default=300)
-    gen.add_argument("--temperature", type=float, default=0.8, help="0 is greedy")
-    gen.add_argument("--top-k", type=int)
-    gen.add_argument("--top-p", type=float)
-    gen.add_argument("--seed", type=int)
+    add_sampling_flags(gen, max_new_tokens=300, temperature=0.8)
     gen.set_defaults(run=run_generate)
 
     chat = sub.add_parser("chat", help="talk with SmolLM2-135M-Instruct (fetched once, 98 MB)")
     chat.add_argument("--system", default=SMOLLM2_SYSTEM, help="the system message")
-    chat.add_argument("--max-new-tokens", type=int, default=512)
     # greedy by default: a 135M model gets facts right most reliably on its most likely path;
     # the model card's sampling is --temperature 0.2 --top-p 0.9
-    chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (the default)")
-    chat.add_argument("--top-k", type=int)
-    chat.add_argument("--top-p", type=float)
-    chat.add_argument("--seed", type=int)
+    add_sampling_flags(chat, max_new_tokens=512, temperature=0.0)
     chat.set_defaults(run=run_chat)
+
+
+def add_sampling_flags(parser, max_new_tokens, temperature):
+    """--max-new-tokens, --temperature, --top-k, --top-p and --seed, with these defaults."""
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    parser.add_argument("--temperature", type=float, default=temperature, help=f"0 is greedy (default {temperature})")
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)
