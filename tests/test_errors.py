@@ -639,3 +639,32 @@ def test_error_in_a_function_forward_is_reraised_naming_the_op():
         FailingForward.apply(x)
     assert info.value.__suppress_context__
     assert info.value.__cause__ is None
+
+
+# --- linear and rope (the fused ops behind Linear and RotaryEmbedding) ----------------------------
+
+
+@pytest.mark.parametrize(
+    "x, w, b, message",
+    [
+        ((2, 3), (4, 5), None, "linear: input " + shapes((2, 3), "(out, (3,))", (4, 5))),
+        ((2, 3), (3,), None, "linear: input " + shapes((2, 3), (3,))),
+        ((2, 3), (4, 3), (3,), "linear: bias has shape " + shapes((3,), "expected", (4,))),
+    ],
+)
+def test_linear_with_mismatched_shapes(x, w, b, message):
+    with pytest.raises(ValueError, match="^" + message):
+        F.linear(gf.ones(*x), gf.ones(*w), None if b is None else gf.ones(*b))
+
+
+@pytest.mark.parametrize(
+    "x, cos, sin, message",
+    [
+        ((2, 5), (2, 2), (2, 2), "rope: x " + shapes((2, 5), "even last axis")),
+        ((2, 4), (2, 2), (2, 3), "rope: x " + shapes((2, 4), (2, 2), (2, 3))),
+        ((3, 4), (2, 2), (2, 2), "rope: cos and sin " + shapes((2, 2), "do not broadcast", (3, 4))),
+    ],
+)
+def test_rope_with_mismatched_shapes(x, cos, sin, message):
+    with pytest.raises(ValueError, match="^" + message):
+        F.rope(gf.ones(*x), np.ones(cos), np.ones(sin))
