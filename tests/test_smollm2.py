@@ -267,3 +267,34 @@ def test_gradflow_generate_with_smollm2_and_trace(capsys):
     out = capsys.readouterr().out
     assert "layer 0:" in out and "scores" in out
     assert out.rstrip().endswith("The capital of France is Paris.")
+
+
+# --- bad input ----------------------------------------------------------------------------------------
+
+
+def test_a_file_of_another_kind_is_a_clear_error(gguf):
+    from models.llama import config_from_gguf
+
+    with pytest.raises(ValueError, match=r"config_from_gguf: expected a 'llama' model file, got architecture 'gpt2'"):
+        config_from_gguf({**gguf.metadata, "general.architecture": "gpt2"})
+    with pytest.raises(ValueError, match=r"from_gguf: expected a 'gpt2' \(byte-level BPE\) tokenizer, got 'llama'"):
+        PretrainedBPETokenizer.from_gguf({**gguf.metadata, "tokenizer.ggml.model": "llama"})
+    with pytest.raises(KeyError, match=r"has no tensor 'blk.30.attn_q.weight'"):
+        gguf.array("blk.30.attn_q.weight")
+
+
+def test_a_tensor_of_the_wrong_shape_is_a_clear_error(gguf, monkeypatch):
+    monkeypatch.setitem(gguf.metadata, "llama.feed_forward_length", 1024)
+    message = r"from_gguf: blk.0.ffn_gate.weight has shape \(1536, 576\), layers.0.ffn.gate_proj.weight needs \(1024, "
+    with pytest.raises(ValueError, match=message):
+        from_gguf(gguf)
+
+
+def test_a_cache_longer_than_the_prompt_is_a_clear_error(smollm2):
+    model, tok = smollm2
+    ids = tok.encode("Hello world")
+    cache = model.new_cache()
+    with gf.no_grad():
+        model(ids[None], cache=cache)
+    with pytest.raises(ValueError, match=r"generate: the cache holds 2 tokens, the prompt only 2"):
+        generate(model, ids, 1, cache=cache)
