@@ -131,3 +131,26 @@ def test_attention_without_a_graph_takes_the_short_path_to_the_same_numbers(caus
         short = F.scaled_dot_product_attention(gf.tensor(q), gf.tensor(k), gf.tensor(v), causal=causal)
     assert short.shape == recorded.shape == (1, 3, 3, 2, 8)
     np.testing.assert_allclose(short.data, recorded.data, rtol=1e-12, atol=1e-14)
+
+
+def test_attention_on_transposed_heads_equals_contiguous_and_hands_back_their_layout():
+    """Heads are usually a transposed view of (B, T, n_heads * hs). The op's output and gradients
+    come laid out like those views, so that transposing back to (B, T, ...) is a view, not a copy;
+    the numbers are those of contiguous inputs."""
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((2, 5, 3, 4)) for _ in range(3)]  # (B, T, heads, hs)
+    u = rng.standard_normal((2, 3, 5, 4))
+    results = []
+    for copy in (False, True):
+        leaves = [gf.tensor(a, requires_grad=True) for a in arrays]
+        q, k, v = (x.transpose(1, 2) for x in leaves)  # (B, heads, T, hs) views
+        if copy:
+            q, k, v = (gf.tensor(np.ascontiguousarray(x.data), requires_grad=True) for x in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, causal=True)
+        out.backward(u)
+        grads = [x.grad for x in leaves] if not copy else [x.grad.transpose(0, 2, 1, 3) for x in (q, k, v)]
+        results.append((out.data.transpose(0, 2, 1, 3), *grads))
+    for viewed, contiguous in zip(*results):
+        np.testing.assert_allclose(viewed, contiguous, rtol=1e-12, atol=1e-14)
+    for array in results[0]:  # (B, T, heads, hs) without a copy
+        assert array.flags.c_contiguous
