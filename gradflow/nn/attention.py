@@ -128,8 +128,9 @@ class MultiHeadAttention(Module):
             pad = padding_mask(lengths, s)
             mask = pad if mask is None else np.asarray(getattr(mask, "data", mask)) & pad
         group = self.n_heads // self.n_kv_heads
-        q = q.reshape(b, self.n_kv_heads, group, t, self.head_dim)  # (B, nkv, g, T, hs)
-        k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, nkv, 1, S, hs): shared by the g query heads
+        if group > 1:  # grouped-query heads (without, the shapes below are (B, nh, T, ...))
+            q = q.reshape(b, self.n_kv_heads, group, t, self.head_dim)  # (B, nkv, g, T, hs)
+            k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, nkv, 1, S, hs): shared by the g query heads
         if mask is not None:
             mask = self._grouped_mask(np.asarray(getattr(mask, "data", mask)))
         p = self.dropout if self.training else 0.0
@@ -137,19 +138,24 @@ class MultiHeadAttention(Module):
         if need_weights:
             w = F.attention_weights(q, k, mask=mask, causal=causal)  # (B, nkv, g, T, S)
             self.weights = w.reshape(b, self.n_heads, t, s)
-        out = out.reshape(b, self.n_heads, t, self.head_dim).transpose(1, 2).reshape(b, t, self.d_model)
+        if group > 1:
+            out = out.reshape(b, self.n_heads, t, self.head_dim)
+        out = out.transpose(1, 2).reshape(b, t, self.d_model)  # concat(head_1 .. head_nh)
         return self.resid_dropout(self.o_proj(out))
 
     def _grouped_mask(self, mask):
-        """A mask over (B, n_heads, T, S) viewed over (B, n_kv, group, T, S), like the queries."""
+        """A mask over (B, n_heads, T, S) viewed over (B, n_kv, group, T, S), like the queries
+        (as it is, 4-D, when each key/value head serves one query head)."""
         mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape) if mask.ndim < 4 else mask
         if mask.ndim != 4:
             raise ValueError(f"MultiHeadAttention: mask must broadcast to (B, n_heads, T, S), got shape {mask.shape}")
         heads = mask.shape[1]
+        if heads not in (1, self.n_heads):
+            raise ValueError(f"MultiHeadAttention: mask has {heads} heads on axis 1, the layer has {self.n_heads}")
+        if self.n_heads == self.n_kv_heads:
+            return mask
         if heads == 1:
             return mask[:, :, None]
-        if heads != self.n_heads:
-            raise ValueError(f"MultiHeadAttention: mask has {heads} heads on axis 1, the layer has {self.n_heads}")
         return mask.reshape(mask.shape[0], self.n_kv_heads, self.n_heads // self.n_kv_heads, *mask.shape[2:])
 
     def extra_repr(self):
