@@ -193,5 +193,5 @@ def attention_weights(q, k, mask=None, causal=False, scale=None):
     """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked), outside the graph: for pictures."""
     q, k = as_tensor(q), as_tensor(k)
     allowed, _ = _attention_mask(q, k, k, mask, causal)
-    blocked = None if allowed is None else ~allowed
-    return Tensor._make(ops.attention.attention_weights(q.data, k.data, blocked, scale), False, None)
+    bias = ops.attention.mask_bias(allowed, np.result_type(q.data, k.data))
+    return Tensor._make(ops.attention.attention_weights(q.data, k.data, bias, scale), False, None)

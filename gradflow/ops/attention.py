@@ -8,27 +8,43 @@ from .. import parallel
 from ..autograd import Function
 
 
-def attention_weights(q, k, blocked=None, scale=None, out=None):
-    """attn = softmax(q @ k^T * scale) along keys (numpy arrays; scale defaults to 1/sqrt(d)).
+def attention_weights(q, k, bias=None, scale=None, out=None):
+    """attn = softmax(q @ k^T * scale + bias) along keys (numpy arrays; scale defaults to 1/sqrt(d)).
 
-    Scores where `blocked` is True become -inf, so their weight exp(-inf) = 0; a query with no
-    allowed key gets all-zero weights (the row's max is taken as 0 and its sum as 1) instead of
-    0/0 = NaN. `out`, if given, receives the weights (the softmax is computed in that buffer);
-    otherwise they are laid out keys-first (see keys_first).
+    `bias` (from mask_bias) is 0 where a query may attend to a key and -inf where not, so those
+    weights are exp(-inf) = 0; a query with no allowed key gets all-zero weights (the row's max is
+    taken as 0 and its sum as 1) instead of 0/0 = NaN. `out`, if given, receives the weights (the
+    softmax is computed in that buffer); otherwise they are laid out keys-first (see keys_first).
     """
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
     scores = keys_first(shape, q, k) if out is None else out
     np.matmul(k, np.swapaxes(q, -1, -2), out=np.swapaxes(scores, -1, -2))  # scores^T = k q^T, row by row
     scores *= scale
-    if blocked is not None:
-        np.copyto(scores, -np.inf, where=blocked)
+    if bias is not None:
+        scores += bias
     m = scores.max(axis=-1, keepdims=True)
     scores -= np.where(np.isfinite(m), m, 0)
     e = np.exp(scores, out=scores)  # the softmax is computed in the scores' own buffer
     s = e.sum(axis=-1, keepdims=True)
     e *= 1 / np.where(s > 0, s, 1)
     return e
+
+
+def mask_bias(allowed, dtype):
+    """0 where `allowed`, -inf elsewhere: added to the scores, it masks them. None for no mask.
+
+    Stored keys-first like the scores, so that adding it walks both arrays in the same order
+    (x + 0 = x and x - inf = -inf exactly: the same numbers as writing -inf where masked).
+    """
+    if allowed is None:
+        return None
+    bias = np.where(allowed, 0, -np.inf).astype(dtype)
+    if bias.ndim < 2:  # a mask over keys only: nothing to reorder
+        return bias
+    stored = keys_first(bias.shape, bias)
+    stored[...] = bias
+    return stored
 
 
 def keys_first(shape, *like):
@@ -83,12 +99,12 @@ class ScaledDotProductAttention(Function):
         if not ctx.recording and drop is None and q.size * k.shape[-2] < parallel.MIN_ELEMENTS:
             # inference on a few queries (decoding a token): nothing to save, nothing worth
             # sharing among threads, and numpy broadcasts the shared key/value heads itself
-            return attention_weights(q, k, None if allowed is None else ~allowed, scale) @ v
+            return attention_weights(q, k, mask_bias(allowed, q.dtype), scale) @ v
         (tq, d), (tk, dv) = q.shape[-2:], v.shape[-2:]
         shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (tq, dv)
         tails = [(tq, d), (tk, d), (tk, dv), (tq, tk), (tq, tk)]
-        blocked = None if allowed is None else ~allowed  # before broadcasting: a (Tq, Tk) mask stays small
-        batch, (q, k, v, blocked, drop) = over_batch(q, k, v, blocked, drop, tail=tails)
+        bias = mask_bias(allowed, np.result_type(q, k))  # before broadcasting: a (Tq, Tk) mask stays small
+        batch, (q, k, v, bias, drop) = over_batch(q, k, v, bias, drop, tail=tails)
         attn = keys_first(batch + (tq, tk), q, k)
         dropped = attn if drop is None else np.empty_like(attn)
         # out, and dq, dk, dv in backward, are laid out like the queries (usually a transposed view
@@ -96,7 +112,7 @@ class ScaledDotProductAttention(Function):
         out = like(q, batch + (tq, dv), np.result_type(attn, v))
 
         def kernel(seqs):
-            attention_weights(q[seqs], k[seqs], None if blocked is None else blocked[seqs], scale, out=attn[seqs])
+            attention_weights(q[seqs], k[seqs], None if bias is None else bias[seqs], scale, out=attn[seqs])
             if drop is not None:
                 np.multiply(attn[seqs], drop[seqs], out=dropped[seqs])
             np.matmul(dropped[seqs], v[seqs], out=out[seqs])
