@@ -10,6 +10,7 @@ and in gradient.
 import numpy as np
 
 from . import ops
+from .ops.attention import causal_mask  # noqa: F401  (part of the functional API)
 from .rng import generator
 from .tensor import Tensor, as_tensor
 
@@ -131,17 +132,8 @@ def embedding(ids, weight):
     return weight[ids]
 
 
-def causal_mask(tq, tk):
-    """(tq, tk) boolean, True where query i may attend to key j: j <= i + (tk - tq).
-
-    With tq == tk this is the lower triangle; with fewer queries than keys (decoding with a KV
-    cache) the queries are the last tq positions, so the last query sees every key.
-    """
-    return np.tri(tq, tk, k=tk - tq, dtype=bool)
-
-
-def _attention_mask(q, k, v, mask, causal):
-    """Check q, k, v and combine `mask` and `causal` into one boolean `allowed` (or None)."""
+def _attention_mask(q, k, v, mask):
+    """Check q, k, v and the mask; returns the mask as a boolean array `allowed` (or None)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim < 2:
             raise ValueError(f"attention: {name} must be (..., T, d), got shape {t.shape}")
@@ -167,8 +159,6 @@ def _attention_mask(q, k, v, mask, causal):
             raise ValueError(
                 f"attention: mask of shape {allowed.shape} does not broadcast to the scores' shape {batch + (tq, tk)}"
             ) from None
-    if causal:
-        allowed = causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
     return allowed, batch + (tq, tk)
 
 
@@ -180,18 +170,18 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, d
     dropout_p: drop attention weights with this probability (scaling the rest by 1/(1-p)).
     """
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
-    allowed, scores_shape = _attention_mask(q, k, v, mask, causal)
+    allowed, scores_shape = _attention_mask(q, k, v, mask)
     if not 0 <= dropout_p < 1:
         raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
     drop = None
     if dropout_p > 0:
         drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
-    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, scale=scale, drop=drop)
+    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, causal=causal, scale=scale, drop=drop)
 
 
 def attention_weights(q, k, mask=None, causal=False, scale=None):
     """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked), outside the graph: for pictures."""
     q, k = as_tensor(q), as_tensor(k)
-    allowed, _ = _attention_mask(q, k, k, mask, causal)
-    bias = ops.attention.mask_bias(allowed, np.result_type(q.data, k.data))
+    allowed, shape = _attention_mask(q, k, k, mask)
+    bias = ops.attention.mask_bias(allowed, causal, *shape[-2:], np.result_type(q.data, k.data))
     return Tensor._make(ops.attention.attention_weights(q.data, k.data, bias, scale), False, None)

@@ -1,5 +1,6 @@
 """Scaled dot-product attention, fused: softmax(q k^T / sqrt(d) + mask) v in one op."""
 
+import functools
 import math
 
 import numpy as np
@@ -31,20 +32,40 @@ def attention_weights(q, k, bias=None, scale=None, out=None):
     return e
 
 
-def mask_bias(allowed, dtype):
-    """0 where `allowed`, -inf elsewhere: added to the scores, it masks them. None for no mask.
+def causal_mask(tq, tk):
+    """(tq, tk) boolean, True where query i may attend to key j: j <= i + (tk - tq).
 
-    Stored keys-first like the scores, so that adding it walks both arrays in the same order
-    (x + 0 = x and x - inf = -inf exactly: the same numbers as writing -inf where masked).
+    With tq == tk this is the lower triangle; with fewer queries than keys (decoding with a KV
+    cache) the queries are the last tq positions, so the last query sees every key.
+    """
+    return np.tri(tq, tk, k=tk - tq, dtype=bool)
+
+
+def mask_bias(allowed, causal, tq, tk, dtype):
+    """0 where a query may attend to a key, -inf elsewhere: added to the scores, it masks them.
+
+    `allowed` is a boolean mask (or None) and `causal` forbids later keys as well; None when
+    nothing is masked. Stored keys-first like the scores, so that adding it walks both arrays in
+    the same order (x + 0 = x and x - inf = -inf exactly: the same numbers as writing -inf where
+    masked). The causal-only bias is the same for every call of a size, so it is made once.
     """
     if allowed is None:
-        return None
+        return causal_bias(tq, tk, np.dtype(dtype)) if causal else None
+    if causal:
+        allowed = allowed & causal_mask(tq, tk)
     bias = np.where(allowed, 0, -np.inf).astype(dtype)
     if bias.ndim < 2:  # a mask over keys only: nothing to reorder
         return bias
     stored = keys_first(bias.shape, bias)
     stored[...] = bias
     return stored
+
+
+@functools.lru_cache(maxsize=32)
+def causal_bias(tq, tk, dtype):
+    bias = mask_bias(causal_mask(tq, tk), False, tq, tk, dtype)
+    bias.flags.writeable = False  # shared by every call of this size
+    return bias
 
 
 def keys_first(shape, *like):
@@ -56,14 +77,17 @@ def keys_first(shape, *like):
     over all rows at once, 14x faster. BLAS writes and reads this layout nearly as fast as the
     usual one (through the transposed view: scores^T = k q^T is an ordinary row-major product).
     """
-    return np.moveaxis(np.empty(shape[-1:] + shape[:-1], np.result_type(*like)), 0, -1)
+    n = len(shape)
+    return np.empty(shape[-1:] + shape[:-1], np.result_type(*like)).transpose(*range(1, n), 0)
 
 
 def over_batch(*arrays, tail):
     """Views of the arrays broadcast to one batch shape (at least one axis), so that a slice of the
     first axis picks the same sequences in each; `tail` gives each array's own last two sizes."""
-    batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays if a is not None)) or (1,)
-    return batch, [None if a is None else np.broadcast_to(a, batch + t) for a, t in zip(arrays, tail)]
+    batches = {a.shape[:-2] for a in arrays if a is not None} - {()}  # () broadcasts to any batch
+    batch = (batches.pop() if len(batches) == 1 else np.broadcast_shapes(*batches)) if batches else (1,)
+    shapes = [batch + t for t in tail]
+    return batch, [a if a is None or a.shape == s else np.broadcast_to(a, s) for a, s in zip(arrays, shapes)]
 
 
 def like(a, shape, dtype):
@@ -78,8 +102,8 @@ class ScaledDotProductAttention(Function):
     """out = attn' @ v,  attn' = attn * drop,  attn = softmax(scores),  scores = q @ k^T * scale
 
     q: (..., Tq, d), k: (..., Tk, d), v: (..., Tk, dv); `allowed`: boolean, broadcastable to
-    (..., Tq, Tk), True where a query may attend to a key. `drop` is dropout's mask already scaled
-    (0 or 1/(1-p)); without dropout attn' = attn.
+    (..., Tq, Tk), True where a query may attend to a key; `causal`: also not to later keys.
+    `drop` is dropout's mask already scaled (0 or 1/(1-p)); without dropout attn' = attn.
 
     Backward, with G = dL/d(out):
       dv = attn'^T @ G
@@ -94,16 +118,16 @@ class ScaledDotProductAttention(Function):
     name = "attention"
 
     @staticmethod
-    def forward(ctx, q, k, v, allowed=None, scale=None, drop=None):
+    def forward(ctx, q, k, v, allowed=None, causal=False, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
         if not ctx.recording and drop is None and q.size * k.shape[-2] < parallel.MIN_ELEMENTS:
             # inference on a few queries (decoding a token): nothing to save, nothing worth
             # sharing among threads, and numpy broadcasts the shared key/value heads itself
-            return attention_weights(q, k, mask_bias(allowed, q.dtype), scale) @ v
+            return attention_weights(q, k, mask_bias(allowed, causal, q.shape[-2], k.shape[-2], q.dtype), scale) @ v
         (tq, d), (tk, dv) = q.shape[-2:], v.shape[-2:]
         shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (tq, dv)
         tails = [(tq, d), (tk, d), (tk, dv), (tq, tk), (tq, tk)]
-        bias = mask_bias(allowed, np.result_type(q, k))  # before broadcasting: a (Tq, Tk) mask stays small
+        bias = mask_bias(allowed, causal, tq, tk, np.result_type(q, k))  # small: (Tq, Tk) before broadcasting
         batch, (q, k, v, bias, drop) = over_batch(q, k, v, bias, drop, tail=tails)
         attn = keys_first(batch + (tq, tk), q, k)
         dropped = attn if drop is None else np.empty_like(attn)

@@ -29,7 +29,8 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.transpose(np.argsort(ctx.axes))
+        inverse = sorted(range(len(ctx.axes)), key=ctx.axes.__getitem__)  # y's axis i was x's axes[i]
+        return grad.transpose(inverse)  # (in plain Python: np.argsort costs ~15 us on a cold cache)
 
 
 class Expand(Function):
