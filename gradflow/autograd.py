@@ -9,7 +9,6 @@ are the differentiable inputs (Tensors); keyword arguments are constants (axis, 
 gradient flowing into its output has been summed:  dL/dx = sum over uses u of x of dL/du du/dx.
 """
 
-import contextlib
 import functools
 import time
 import weakref
@@ -63,15 +62,24 @@ class enable_grad(_GradMode):
     enabled = True
 
 
-@contextlib.contextmanager
-def module_scope(module):
-    """Ops recorded inside belong to `module` (and to the modules around it), for drawing the graph."""
-    global _scope
-    previous, _scope = _scope, _scope + (module,)
-    try:
-        yield
-    finally:
-        _scope = previous
+class module_scope:
+    """Ops recorded inside belong to `module` (and to the modules around it), for drawing the graph.
+
+    A class rather than a generator-based context manager: it is entered on every module call.
+    """
+
+    __slots__ = ("module", "previous")
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        global _scope
+        self.previous, _scope = _scope, _scope + (self.module,)
+
+    def __exit__(self, *exc):
+        global _scope
+        _scope = self.previous
 
 
 def unbroadcast(grad, shape):
