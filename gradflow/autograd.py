@@ -147,12 +147,13 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params):
         """Run forward on the inputs' arrays and, if any input requires grad, record the node."""
-        tensors = tuple(None if x is None else as_tensor(x) for x in inputs)
-        arrays = tuple(None if t is None else t.data for t in tensors)
+        # (list comprehensions and _requires_grad: this runs for every op, so each microsecond counts)
+        tensors = tuple([x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs])
+        arrays = [None if t is None else t.data for t in tensors]
         ctx = cls()
         if _grad_enabled:
-            ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)
-            ctx._recording = any(ctx.needs_input_grad)
+            ctx.needs_input_grad = needs = tuple([t is not None and t._requires_grad for t in tensors])
+            ctx._recording = True in needs
         else:  # under no_grad nothing is recorded: skip asking each input (decoding runs ~900 ops a token)
             ctx.needs_input_grad, ctx._recording = (False,) * len(tensors), False
         start = _profiler and time.perf_counter()
@@ -162,7 +163,7 @@ class Function:
             raise _op_error(cls.name, e, tensors) from None
         if _profiler:
             _profiler.record(cls.name, "forward", time.perf_counter() - start)
-        out = _keep_dtype(np.asarray(out), arrays)
+        out = _keep_dtype(out if type(out) is np.ndarray else np.asarray(out), arrays)
         if not ctx._recording:
             return Tensor._make(out, requires_grad=False, grad_fn=None)
         ctx.inputs = tensors
@@ -322,4 +323,4 @@ def set_retained(node, tensor):
     node._retained = weakref.ref(tensor)
 
 
-from .tensor import Tensor, as_tensor  # noqa: E402  (tensor.py imports this module first)
+from .tensor import Tensor  # noqa: E402  (tensor.py imports this module first)
