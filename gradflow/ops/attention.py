@@ -49,10 +49,12 @@ def mask_bias(allowed, causal, tq, tk, dtype):
     the same order (x + 0 = x and x - inf = -inf exactly: the same numbers as writing -inf where
     masked). The causal-only bias is the same for every call of a size, so it is made once.
     """
-    if allowed is None:
-        return causal_bias(tq, tk, np.dtype(dtype)) if causal else None
+    if allowed is None and causal and tq * tk <= 1 << 20:  # up to 4 MB each in float32
+        return causal_bias(tq, tk, np.dtype(dtype))
     if causal:
-        allowed = allowed & causal_mask(tq, tk)
+        allowed = causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
+    if allowed is None:
+        return None
     bias = np.where(allowed, 0, -np.inf).astype(dtype)
     if bias.ndim < 2:  # a mask over keys only: nothing to reorder
         return bias
@@ -61,8 +63,9 @@ def mask_bias(allowed, causal, tq, tk, dtype):
     return stored
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=16)
 def causal_bias(tq, tk, dtype):
+    """mask_bias of the causal mask alone, made once per size and dtype (read-only)."""
     bias = mask_bias(causal_mask(tq, tk), False, tq, tk, dtype)
     bias.flags.writeable = False  # shared by every call of this size
     return bias
