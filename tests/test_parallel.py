@@ -33,13 +33,14 @@ def test_set_num_threads(threads):
 
 
 def test_threads_follow_the_environment(monkeypatch):
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
-    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    """Off (one thread) unless GRADFLOW_NUM_THREADS asks for more; BLAS's variables are BLAS's."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    monkeypatch.delenv("GRADFLOW_NUM_THREADS", raising=False)
     assert parallel._threads_from_environment() == 1
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
-    assert parallel._threads_from_environment() == 4
-    monkeypatch.setenv("OMP_NUM_THREADS", "many")  # not a number: the machine's cores
-    assert parallel._threads_from_environment() == (parallel.os.cpu_count() or 1)
+    monkeypatch.setenv("GRADFLOW_NUM_THREADS", "3")
+    assert parallel._threads_from_environment() == 3
+    monkeypatch.setenv("GRADFLOW_NUM_THREADS", "many")  # not a number: off
+    assert parallel._threads_from_environment() == 1
 
 
 def test_chunks_cover_the_rows_once(threads):
