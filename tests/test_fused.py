@@ -154,3 +154,40 @@ def test_attention_on_transposed_heads_equals_contiguous_and_hands_back_their_la
         np.testing.assert_allclose(viewed, contiguous, rtol=1e-12, atol=1e-14)
     for array in results[0]:  # (B, T, heads, hs) without a copy
         assert array.flags.c_contiguous
+
+
+@pytest.mark.parametrize(
+    "tq, tk, padded, p",
+    [(7, 7, False, 0.0), (5, 9, False, 0.0), (9, 5, False, 0.0), (7, 7, True, 0.0), (6, 8, True, 0.5)],
+)
+def test_causal_attention_in_query_blocks_equals_one_block(monkeypatch, tq, tk, padded, p):
+    """Blocks of 2 queries, each with only the keys its causal mask lets it see, give the numbers
+    of one block over every key: with more keys than queries (a KV cache), with more queries than
+    keys (the first queries see nothing), with a padding mask and with dropout."""
+    from gradflow.ops import attention
+
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((2, 3, tq, 4)), rng.standard_normal((2, 3, tk, 4)), rng.standard_normal((2, 3, tk, 5))
+    mask = (np.arange(tk) < np.array([tk, tk - 2])[:, None])[:, None, None, :] if padded else None
+    drop = (rng.random((2, 3, tq, tk)) >= p) / (1 - p) if p else None
+    u = rng.standard_normal((2, 3, tq, 5))
+    results = []
+    for block in (2, 10**9):
+        monkeypatch.setattr(attention, "QUERY_BLOCK", block)
+        assert len(attention.query_blocks(tq, tk, True)) == (1 if block > tq else -(-tq // block))
+        ts = [gf.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = gf.ops.ScaledDotProductAttention.apply(*ts, allowed=mask, causal=True, drop=drop)
+        out.backward(u)
+        results.append([out.data] + [t.grad for t in ts])
+    for blocked, whole in zip(*results):
+        np.testing.assert_allclose(blocked, whole, rtol=1e-12, atol=1e-14)
+
+
+def test_causal_attention_in_query_blocks_passes_gradcheck(monkeypatch):
+    from gradflow.ops import attention
+
+    monkeypatch.setattr(attention, "QUERY_BLOCK", 2)
+    rng = np.random.default_rng(4)
+    q, k, v = (gf.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 5, 3), (2, 7, 3), (2, 7, 3)))
+    assert len(attention.query_blocks(5, 7, True)) == 3
+    assert gf.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True), q, k, v)

@@ -93,6 +93,33 @@ def over_batch(*arrays, tail):
     return batch, [a if a is None or a.shape == s else np.broadcast_to(a, s) for a, s in zip(arrays, shapes)]
 
 
+def add_product(a, b, into):
+    """into += a @ b, the product made in into's own memory order (adding across orders is slow)."""
+    product = np.empty_like(into)
+    np.matmul(a, b, out=product)
+    into += product
+
+
+QUERY_BLOCK = 128  # causal attention runs on blocks of this many queries (see query_blocks)
+
+
+def query_blocks(tq, tk, causal):
+    """(queries, keys) slice pairs that cover every score a mask can leave nonzero.
+
+    Under a causal mask query i sees keys j <= i + (tk - tq) only. Cut into blocks of QUERY_BLOCK
+    queries, each block needs the keys up to its last query's, not all of them: with T queries
+    and keys about (T + QUERY_BLOCK) / 2 keys per query instead of T, so long contexts do about
+    half the products and exponentials. (FlashAttention's tiles, without its running softmax:
+    here a block holds whole rows of scores.) The last block always sees every key.
+    """
+    if not causal or tq <= QUERY_BLOCK:
+        return [(slice(0, tq), slice(0, tk))]
+    return [
+        (slice(a, min(a + QUERY_BLOCK, tq)), slice(0, max(min(a + QUERY_BLOCK, tq) + tk - tq, 0)))
+        for a in range(0, tq, QUERY_BLOCK)
+    ]
+
+
 def like(a, shape, dtype):
     """An empty array of `shape`, its memory in the axis order of a's when a is of that shape and
     not broadcast (numpy's 'K' order), else row-major."""
@@ -114,8 +141,9 @@ class ScaledDotProductAttention(Function):
       dscores = attn * (dattn - rowsum(dattn * attn))     (the softmax backward, per query row)
       dq = dscores @ k * scale,   dk = dscores^T @ q * scale
 
-    Sequences are independent, so both passes run on chunks of the batch shared among threads
-    (gradflow.parallel): numpy would run these stacks of small products on one core.
+    Under a causal mask the queries go in blocks that skip the keys they cannot see (query_blocks),
+    so long contexts compute about half the scores. Sequences are independent, so both passes
+    can run on chunks of the batch shared among threads (gradflow.parallel, when turned on).
     """
 
     name = "attention"
@@ -132,43 +160,63 @@ class ScaledDotProductAttention(Function):
         tails = [(tq, d), (tk, d), (tk, dv), (tq, tk), (tq, tk)]
         bias = mask_bias(allowed, causal, tq, tk, np.result_type(q, k))  # small: (Tq, Tk) before broadcasting
         batch, (q, k, v, bias, drop) = over_batch(q, k, v, bias, drop, tail=tails)
-        attn = keys_first(batch + (tq, tk), q, k)
-        dropped = attn if drop is None else np.empty_like(attn)
+        # the weights of each block of queries (see query_blocks), each stored keys-first
+        blocks = query_blocks(tq, tk, causal)
+        attn = [keys_first(batch + (rows.stop - rows.start, keys.stop), q, k) for rows, keys in blocks]
+        dropped = attn if drop is None else [np.empty_like(a) for a in attn]
         # out, and dq, dk, dv in backward, are laid out like the queries (usually a transposed view
         # of (B, T, n_heads * hs)): then the transpose and reshape back to (B, T, d) need no copy
-        out = like(q, batch + (tq, dv), np.result_type(attn, v))
+        out = like(q, batch + (tq, dv), np.result_type(q, k, v))
 
         def kernel(seqs):
-            attention_weights(q[seqs], k[seqs], None if bias is None else bias[seqs], scale, out=attn[seqs])
-            if drop is not None:
-                np.multiply(attn[seqs], drop[seqs], out=dropped[seqs])
-            np.matmul(dropped[seqs], v[seqs], out=out[seqs])
+            for (rows, keys), a, a_dropped in zip(blocks, attn, dropped):
+                if keys.stop == 0:  # queries before every key (more queries than keys): all masked
+                    out[seqs, ..., rows, :] = 0
+                    continue
+                b = None if bias is None else bias[seqs, ..., rows, keys]
+                attention_weights(q[seqs, ..., rows, :], k[seqs, ..., keys, :], b, scale, out=a[seqs])
+                if drop is not None:
+                    np.multiply(a[seqs], drop[seqs, ..., rows, keys], out=a_dropped[seqs])
+                np.matmul(a_dropped[seqs], v[seqs, ..., keys, :], out=out[seqs, ..., rows, :])
 
-        parallel.for_rows(kernel, batch[0], attn.size)
+        parallel.for_rows(kernel, batch[0], sum(a.size for a in attn))
         ctx.save_for_backward(q, k, v, attn, dropped)
-        ctx.scale, ctx.drop = scale, drop
+        ctx.scale, ctx.drop, ctx.blocks = scale, drop, blocks
         return out.reshape(shape)
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v, attn, dropped = ctx.saved_tensors
-        grad = grad.reshape(attn.shape[:-1] + grad.shape[-1:])  # the batch of one added by over_batch
+        grad = grad.reshape(q.shape[:-1] + grad.shape[-1:])  # the batch of one added by over_batch
         drop = ctx.drop
         dq, dk, dv = (like(a, a.shape, grad.dtype) for a in (q, k, v))
-        dscores = keys_first(attn.shape, attn)
+        dscores = [keys_first(a.shape, a) for a in attn]
 
         def kernel(seqs):
-            g, ds = grad[seqs], dscores[seqs]
-            np.matmul(np.swapaxes(dropped[seqs], -1, -2), g, out=dv[seqs])
-            np.matmul(v[seqs], np.swapaxes(g, -1, -2), out=np.swapaxes(ds, -1, -2))  # dattn^T = v g^T, then
-            # dattn is turned into dscores in place
-            if drop is not None:
-                ds *= drop[seqs]
-            ds -= np.einsum("...i,...i->...", ds, attn[seqs])[..., None]  # dattn - rowsum(dattn * attn)
-            ds *= attn[seqs]
-            ds *= ctx.scale  # the scale's own factor, for both dq and dk
-            np.matmul(ds, k[seqs], out=dq[seqs])
-            np.matmul(np.swapaxes(ds, -1, -2), q[seqs], out=dk[seqs])
+            # the last block of queries sees every key: it writes dk and dv, earlier blocks add theirs
+            for i in reversed(range(len(attn))):
+                (rows, keys), last = ctx.blocks[i], i == len(attn) - 1
+                if keys.stop == 0:
+                    dq[seqs, ..., rows, :] = 0
+                    continue
+                g, ds, a, a_dropped = grad[seqs, ..., rows, :], dscores[i][seqs], attn[i][seqs], dropped[i][seqs]
+                q_, k_, v_ = q[seqs, ..., rows, :], k[seqs, ..., keys, :], v[seqs, ..., keys, :]
+                if last:
+                    np.matmul(np.swapaxes(a_dropped, -1, -2), g, out=dv[seqs])
+                else:
+                    add_product(np.swapaxes(a_dropped, -1, -2), g, into=dv[seqs, ..., keys, :])
+                np.matmul(v_, np.swapaxes(g, -1, -2), out=np.swapaxes(ds, -1, -2))  # dattn^T = v g^T, then
+                # dattn is turned into dscores in place
+                if drop is not None:
+                    ds *= drop[seqs, ..., rows, keys]
+                ds -= np.einsum("...i,...i->...", ds, a)[..., None]  # dattn - rowsum(dattn * attn)
+                ds *= a
+                ds *= ctx.scale  # the scale's own factor, for both dq and dk
+                np.matmul(ds, k_, out=dq[seqs, ..., rows, :])
+                if last:
+                    np.matmul(np.swapaxes(ds, -1, -2), q_, out=dk[seqs])
+                else:
+                    add_product(np.swapaxes(ds, -1, -2), q_, into=dk[seqs, ..., keys, :])
 
-        parallel.for_rows(kernel, len(attn), attn.size)
+        parallel.for_rows(kernel, len(q), sum(a.size for a in attn))
         return dq, dk, dv
