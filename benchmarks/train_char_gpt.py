@@ -216,13 +216,19 @@ def sweep():
             with contextlib.suppress(ImportError):
                 engines["pytorch"] = torch_engine(65)
             rng = np.random.default_rng(0)
-            batches = [get_batch(ids, BATCH, block, rng) for _ in range(4)]
-            for name, step in engines.items():
-                step(*batches[0])
-                start = time.perf_counter()
-                for x, y in batches:
-                    step(x, y)
-                results[axis, value, name] = len(batches) * BATCH * block / (time.perf_counter() - start)
+            batches = [get_batch(ids, BATCH, block, rng) for _ in range(2)]
+            rounds = {name: [] for name in engines}
+            for step in engines.values():
+                step(*batches[0])  # warm up
+            for _ in range(3):  # alternate the engines, median of the rounds
+                for name, step in engines.items():
+                    settle()
+                    start = time.perf_counter()
+                    for x, y in batches:
+                        step(x, y)
+                    rounds[name].append(len(batches) * BATCH * block / (time.perf_counter() - start))
+            for name in engines:
+                results[axis, value, name] = float(np.median(rounds[name]))
             row = "  ".join(f"{n} {results[axis, value, n]:8,.0f}" for n in engines)
             print(f"{axis} {value:>4}: tokens/s  {row}")
     MODEL = base
@@ -244,6 +250,13 @@ def sweep():
     print("drew out/sweep.png")
 
 
+def settle():
+    """Wait until the other engine's threads are idle before timing one: after a matrix product
+    OpenBLAS's threads spin for about 0.1 s, and a round timed during that spin runs on a core
+    that is not free (PyTorch's first steps after a gradflow round were up to 3 times slower)."""
+    time.sleep(0.25)
+
+
 def throughput(engines, train_ids):
     """Seconds per step of each engine: alternate rounds of the same batches, median over rounds."""
     rng = np.random.default_rng(0)
@@ -254,6 +267,7 @@ def throughput(engines, train_ids):
             step(x, y)
     for _ in range(args.rounds):
         for name, step in engines.items():
+            settle()
             start = time.perf_counter()
             for x, y in batches:
                 step(x, y)
