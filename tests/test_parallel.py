@@ -111,7 +111,12 @@ def test_threads_give_the_numbers_of_one_call(name, dtype, threads):
         np.testing.assert_array_equal(a, b)
 
 
-def test_attention_dropout_in_chunks_equals_one_call(threads):
+@pytest.mark.parametrize("query_block", [128, 2])
+def test_attention_dropout_in_chunks_equals_one_call(threads, monkeypatch, query_block):
+    """Chunks of the batch on two threads, also with causal blocks of 2 queries inside each chunk."""
+    from gradflow.ops import attention
+
+    monkeypatch.setattr(attention, "QUERY_BLOCK", query_block)
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((4, 2, 6, 3)) for _ in range(3)]
 
