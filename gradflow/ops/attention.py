@@ -18,8 +18,9 @@ def attention_weights(q, k, bias=None, scale=None, out=None):
     softmax is computed in that buffer); otherwise they are laid out keys-first (see keys_first).
     """
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
-    scores = keys_first(shape, q, k) if out is None else out
+    if out is None:
+        out = keys_first(np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2]), q, k)
+    scores = out
     np.matmul(k, np.swapaxes(q, -1, -2), out=np.swapaxes(scores, -1, -2))  # scores^T = k q^T, row by row
     scores *= scale
     if bias is not None:
