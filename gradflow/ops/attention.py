@@ -50,6 +50,7 @@ def mask_bias(allowed, causal, tq, tk, dtype):
     the same order (x + 0 = x and x - inf = -inf exactly: the same numbers as writing -inf where
     masked). The causal-only bias is the same for every call of a size, so it is made once.
     """
+    causal = causal and tq > 1  # a single query (decoding a token) is the last: it sees every key
     if allowed is None and causal and tq * tk <= 1 << 20:  # up to 4 MB each in float32
         return causal_bias(tq, tk, np.dtype(dtype))
     if causal:
