@@ -35,7 +35,13 @@ parser.add_argument("--memory", action="store_true", help="peak memory of 1000 t
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
 parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
+parser.add_argument(
+    "--processes", type=int,
+    help="also time gradflow with the batch shared out among this many processes, and train so "
+    "(default: one per core, or --threads)",
+)  # fmt: skip
 args = parser.parse_args()
+args.processes = args.processes or args.threads or os.cpu_count() or 1
 if args.threads:  # must be set before numpy loads its BLAS
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
@@ -43,6 +49,7 @@ if args.threads:  # must be set before numpy loads its BLAS
 import numpy as np  # noqa: E402
 
 import gradflow as gf  # noqa: E402
+from gradflow.data_parallel import DataParallel  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
 from gradflow.train import TrainConfig, Trainer, default_optimizer  # noqa: E402
 from models.gpt import GPT, GPTConfig  # noqa: E402
@@ -52,22 +59,42 @@ MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bia
 TRAIN = TrainConfig(
     max_iters=args.iters, batch_size=BATCH, block_size=BLOCK, lr=1e-3, min_lr=1e-4, warmup_iters=100,
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=500, eval_iters=200, seed=args.seed,
-    out_dir="out/bench_char_gpt",
+    out_dir="out/bench_char_gpt", processes=args.processes,
 )  # fmt: skip
 
 
-def gradflow_engine(vocab_size):
+def gradflow_engine(vocab_size, processes=1):
+    """gradflow's training step. With processes > 1 the batch is shared out among processes
+    (gradflow.data_parallel) inside `step.round()`, which starts the workers and gives BLAS one
+    thread per process, as a Trainer run with that many processes does."""
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
     optimizer = default_optimizer(model, TRAIN)
+    parallel = []  # the current round's DataParallel, if any
 
     def step(x, y):
-        _, loss = model(x, y)
         optimizer.zero_grad()
-        loss.backward()
+        if parallel:
+            parallel[0].forward_backward(x, y)
+        else:
+            _, loss = model(x, y)
+            loss.backward()
         gf.optim.clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
 
+    @contextlib.contextmanager
+    def round():
+        if processes == 1:
+            yield
+            return
+        with DataParallel(model, processes) as dp:
+            parallel.append(dp)
+            try:
+                yield
+            finally:
+                parallel.clear()
+
+    step.round = round
     return step
 
 
@@ -250,6 +277,23 @@ def sweep():
     print("drew out/sweep.png")
 
 
+def describe_threads():
+    """numpy's BLAS (which kernels, how many threads) and PyTorch's CPU capability: the context of
+    every figure. An OPENBLAS_CORETYPE in the environment overrides OpenBLAS's choice for the CPU."""
+    from threadpoolctl import threadpool_info
+
+    blas = [f"{i['internal_api']} {i['version']}, {i.get('architecture')} kernels, {i['num_threads']} threads"
+            for i in threadpool_info() if i["user_api"] == "blas"]  # fmt: skip
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    line = f"numpy's BLAS: {'; '.join(blas) or 'unknown'}"
+    line += f" (chosen by OPENBLAS_CORETYPE={forced} in the environment)" if forced else ""
+    with contextlib.suppress(ImportError):
+        import torch
+
+        line += f"; PyTorch: {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+    return line
+
+
 def settle():
     """Wait until the other engine's threads are idle before timing one: after a matrix product
     OpenBLAS's threads spin for about 0.1 s, and a round timed during that spin runs on a core
@@ -263,15 +307,17 @@ def throughput(engines, train_ids):
     batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
     times = {name: [] for name in engines}
     for step in engines.values():  # warm up: first calls allocate and fill caches
-        for x, y in batches[:3]:
-            step(x, y)
+        with getattr(step, "round", contextlib.nullcontext)():
+            for x, y in batches[:3]:
+                step(x, y)
     for _ in range(args.rounds):
         for name, step in engines.items():
-            settle()
-            start = time.perf_counter()
-            for x, y in batches:
-                step(x, y)
-            times[name].append((time.perf_counter() - start) / len(batches))
+            with getattr(step, "round", contextlib.nullcontext)():
+                settle()
+                start = time.perf_counter()
+                for x, y in batches:
+                    step(x, y)
+                times[name].append((time.perf_counter() - start) / len(batches))
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
@@ -284,14 +330,16 @@ def main():
         return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
+    print(describe_threads())
     if not args.skip_train:
         gf.manual_seed(args.seed)
         model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))
         start = time.perf_counter()
         history = Trainer(model, train_ids, val_ids, TRAIN).fit()
         took = time.perf_counter() - start
-        print(f"gradflow: val loss {history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations "
-              f"(reference 1.88), {took:.0f} s wall time including evaluation")  # fmt: skip
+        print(f"gradflow ({TRAIN.processes} process{'es' * (TRAIN.processes > 1)}): val loss "
+              f"{history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations (reference 1.88), "
+              f"{took:.0f} s wall time including evaluation")  # fmt: skip
     if args.torch_train:
         start = time.perf_counter()
         val = train_torch(tokenizer.vocab_size, train_ids, val_ids)
@@ -320,6 +368,8 @@ def main():
     if args.skip_throughput:
         return 0
     engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
+    if args.processes > 1:
+        engines[f"gradflow, {args.processes} processes"] = gradflow_engine(tokenizer.vocab_size, args.processes)
     try:
         engines["pytorch"] = torch_engine(tokenizer.vocab_size)
     except ImportError:
@@ -328,7 +378,9 @@ def main():
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
     if "pytorch" in seconds:
-        print(f"throughput ratio gradflow / pytorch: {seconds['pytorch'] / seconds['gradflow']:.2f}")
+        for name in engines:
+            if name != "pytorch":
+                print(f"throughput ratio {name} / pytorch: {seconds['pytorch'] / seconds[name]:.2f}")
     return 0
 
 

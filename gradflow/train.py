@@ -6,6 +6,9 @@ One step, the whole of learning:
     loss.backward()                                          dloss/dtheta for every parameter
     clip the gradient's norm, set the learning rate from the schedule, optimizer.step()
 
+With processes > 1 the batch is cut into shards whose gradients are computed in parallel processes
+and summed (gradflow.data_parallel): the same step, on more cores.
+
 Exact resume: a checkpoint holds the weights, the optimizer's moments, the step, and the states of
 both random generators (the one that draws batches and gradflow's, which draws dropout masks), so
 a run stopped at step s and resumed continues with the very same batches and updates.
@@ -22,6 +25,7 @@ import numpy as np
 
 from .autograd import no_grad
 from .checkpoint import load_checkpoint, save_checkpoint
+from .data_parallel import DataParallel
 from .optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from .progress import Progress
 from .rng import get_rng_state, set_rng_state
@@ -45,6 +49,7 @@ class TrainConfig:
     eval_iters: int = 20  # batches per loss estimate
     seed: int = 1337
     out_dir: str = "out"
+    processes: int = 1  # > 1: each step's batch is shared out among processes (gradflow.data_parallel)
 
 
 def default_optimizer(model, config):
@@ -78,6 +83,8 @@ class Trainer:
                     f"train: the {name} split has {len(ids)} tokens, "
                     f"fewer than block_size + 1 = {config.block_size + 1}"
                 )
+        if isinstance(config.processes, bool) or not isinstance(config.processes, int) or config.processes < 1:
+            raise ValueError(f"train: processes must be a positive integer, got {config.processes!r}")
         self.optimizer = optimizer or default_optimizer(model, config)
         self.meta, self.on_eval, self.show_progress = meta or {}, on_eval, progress
         if config.schedule == "cosine":
@@ -92,6 +99,7 @@ class Trainer:
         self.out_dir = Path(config.out_dir)
         self.history = []  # one dict per evaluation
         self._stop = False
+        self._parallel = None  # the DataParallel of a run with processes > 1, while fit() runs
 
     # --- measuring ------------------------------------------------------------------------------
 
@@ -106,7 +114,7 @@ class Trainer:
             losses = []
             for _ in range(self.config.eval_iters):
                 x, y = get_batch(ids, self.config.batch_size, self.config.block_size, rng)
-                losses.append(self.model(x, y)[1].item())
+                losses.append(self._parallel.loss(x, y) if self._parallel else self.model(x, y)[1].item())
             out[f"{split}_loss"] = float(np.mean(losses))
             out[f"{split}_ppl"] = math.exp(out[f"{split}_loss"])
         self.model.train(was_training)
@@ -147,14 +155,18 @@ class Trainer:
         c = self.config
         set_lr(self.optimizer, self.schedule(self.step))
         x, y = get_batch(self.train_ids, c.batch_size, c.block_size, self.batch_rng)
-        _, loss = self.model(x, y)
         self.optimizer.zero_grad()
-        loss.backward()
+        if self._parallel:  # the same gradient, each process computing a shard of the batch
+            loss = self._parallel.forward_backward(x, y)
+        else:
+            _, loss = self.model(x, y)
+            loss.backward()
+            loss = loss.item()
         if c.grad_clip > 0:
             clip_grad_norm(self.model.parameters(), c.grad_clip)
         self.optimizer.step()
         self.step += 1
-        return loss.item()
+        return loss
 
     def evaluate(self, bar=None):
         metrics = {"step": self.step, **self.estimate_loss()}
@@ -178,6 +190,8 @@ class Trainer:
         bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress else None
         previous = self._catch_interrupt()
         started, first = time.perf_counter(), self.step
+        if c.processes > 1:
+            self._parallel = DataParallel(self.model, c.processes)
         try:
             if self.step == 0:
                 self.evaluate(bar)
@@ -190,6 +204,9 @@ class Trainer:
                 if self.step % c.eval_interval == 0 or self.step == c.max_iters:
                     self.evaluate(bar)
         finally:
+            if self._parallel:
+                self._parallel.close()
+                self._parallel = None
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
             if bar is not None:

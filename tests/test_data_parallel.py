@@ -1,0 +1,156 @@
+"""Data parallelism over processes: the shards' summed gradients are the batch's gradient."""
+
+import numpy as np
+import pytest
+from test_train import TOK, TRAIN, VAL
+from test_train import model as dropout_model
+
+import gradflow as gf
+from gradflow.data_parallel import DataParallel, shards
+from gradflow.text import get_batch
+from gradflow.train import TrainConfig, Trainer
+
+
+def model(seed=0, dropout=0.0):
+    return dropout_model(seed, dropout)
+
+
+def batch(rows=5, seed=0):
+    return get_batch(TRAIN, rows, 16, np.random.default_rng(seed))
+
+
+def plain_gradients(m, x, y):
+    for p in m.parameters():
+        p.grad = None
+    _, loss = m(x, y)
+    loss.backward()
+    return loss.item(), [p.grad.copy() for p in m.parameters()]
+
+
+def test_shards_cut_the_rows_evenly_and_never_empty():
+    assert shards(12, 2) == [slice(0, 6), slice(6, 12)]
+    assert shards(5, 3) == [slice(0, 1), slice(1, 3), slice(3, 5)]
+    assert shards(2, 4) == [slice(0, 1), slice(1, 2)]  # fewer rows than processes: fewer shards
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_sharded_gradient_equals_the_whole_batch_gradient(processes):
+    m = model()
+    x, y = batch(rows=5)  # 5 rows: shards of unequal size (2 + 3, or 1 + 2 + 2)
+    loss, grads = plain_gradients(m, x, y)
+    for p in m.parameters():
+        p.grad = None
+    with DataParallel(m, processes) as dp:
+        assert dp.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
+        for p, g in zip(m.parameters(), grads):
+            np.testing.assert_allclose(p.grad, g, rtol=1e-4, atol=1e-6)
+        with gf.no_grad():
+            assert dp.loss(x, y) == pytest.approx(m(x, y)[1].item(), rel=1e-6)
+
+
+def test_workers_see_the_optimizer_updates_in_place():
+    """Three steps with two processes give the weights of three steps with one."""
+    ms = [model(), model()]
+    opts = [gf.optim.AdamW(m.parameters(), lr=1e-2) for m in ms]
+    with DataParallel(ms[1], 2) as dp:
+        for step in range(3):
+            x, y = batch(rows=4, seed=step)
+            for m, opt in zip(ms, opts):
+                opt.zero_grad()
+                if m is ms[0]:
+                    m(x, y)[1].backward()
+                else:
+                    dp.forward_backward(x, y)
+                opt.step()
+    for a, b in zip(*(m.parameters() for m in ms)):
+        np.testing.assert_allclose(a.data, b.data, rtol=1e-4, atol=1e-5)
+
+
+def test_replaced_parameter_arrays_are_shared_again():
+    m, other = model(seed=0), model(seed=1)
+    x, y = batch()
+    with DataParallel(m, 2) as dp:
+        dp.forward_backward(x, y)
+        m.load_state_dict(other.state_dict())  # may give parameters new arrays
+        got = dp.loss(x, y)
+    with gf.no_grad():
+        assert got == pytest.approx(other(x, y)[1].item(), rel=1e-6)
+
+
+def test_a_worker_error_is_raised_in_the_main_process_with_its_traceback():
+    m = model()
+    x, y = batch(rows=4)
+    y_bad = y.copy()
+    y_bad[3, 0] = TOK.vocab_size + 5  # a target out of range, in the worker's shard only
+    with DataParallel(m, 2) as dp:
+        with pytest.raises(RuntimeError, match=r"worker 1 failed on its shard:(.|\n)*cross_entropy"):
+            dp.forward_backward(x, y_bad)
+        dp.forward_backward(x, y)  # the worker still serves
+
+
+def test_bad_use_is_a_clear_error():
+    m = model()
+    with pytest.raises(ValueError, match="processes must be a positive integer, got 0"):
+        DataParallel(m, 0)
+    dp = DataParallel(m, 2)
+    x, y = batch(rows=4)
+    with pytest.raises(ValueError, match="same number of rows"):
+        dp.forward_backward(x, y[:3])
+    dp.close()
+    dp.close()  # closing twice is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        dp.forward_backward(x, y)
+
+
+def test_close_stops_the_workers_and_gives_blas_back_its_threads():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    dp = DataParallel(model(), 2)
+    assert all(n == 1 for n in blas_threads())
+    workers = list(dp.workers)
+    assert all(w.is_alive() for w in workers)
+    dp.close()
+    assert not any(w.is_alive() for w in workers)
+    assert blas_threads() == before
+
+
+def test_trainer_with_two_processes_follows_the_one_process_run(tmp_path):
+    histories = []
+    for processes in (1, 2):
+        kw = dict(max_iters=20, batch_size=4, block_size=16, warmup_iters=5, eval_interval=10, eval_iters=2)
+        cfg = TrainConfig(out_dir=str(tmp_path / str(processes)), processes=processes, **kw)
+        histories.append(Trainer(model(), TRAIN, VAL, cfg, progress=False).fit())
+    for a, b in zip(*histories):
+        assert a["step"] == b["step"]
+        assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-3)
+    assert histories[1][-1]["val_loss"] < histories[1][0]["val_loss"]
+
+
+def test_trainer_rejects_a_bad_number_of_processes(tmp_path):
+    with pytest.raises(ValueError, match="processes must be a positive integer"):
+        Trainer(model(), TRAIN, VAL, TrainConfig(out_dir=str(tmp_path), processes=0), progress=False)
+
+
+def test_resume_with_two_processes_and_dropout_continues_exactly(tmp_path):
+    """The workers' dropout streams are drawn from gradflow's generator, which checkpoints save."""
+    kw = dict(max_iters=30, batch_size=4, block_size=16, warmup_iters=5, eval_interval=10, eval_iters=2, processes=2)
+    whole = Trainer(model(dropout=0.1), TRAIN, VAL, TrainConfig(out_dir=str(tmp_path / "whole"), **kw), progress=False)
+    whole.fit()
+
+    def stop_at_10(trainer, step):
+        if step == 10:
+            trainer._stop = True
+
+    parts = TrainConfig(out_dir=str(tmp_path / "parts"), **kw)
+    Trainer(model(dropout=0.1), TRAIN, VAL, parts, on_eval=stop_at_10, progress=False).fit()
+    second = Trainer(model(seed=99, dropout=0.1), TRAIN, VAL, parts, progress=False)
+    gf.manual_seed(12345)
+    second.resume()
+    second.fit()
+    for a, b in zip(whole.model.parameters(), second.model.parameters()):
+        np.testing.assert_array_equal(a.data, b.data)
+    assert [h["val_loss"] for h in second.history] == [h["val_loss"] for h in whole.history]
