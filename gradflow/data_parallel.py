@@ -68,21 +68,21 @@ def shard_loss(model, x, y, weight, training, seed, backward):
 
 
 def serve(conn, model, params, grads):
-    """A worker's loop: compute each shard it is sent, put its gradients in `grads`, reply with the loss."""
+    """A worker's loop: compute each shard it is sent, put its gradients in `grads`, reply with the
+    loss and which parameters have a gradient (as in one process, an unused parameter has none)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     limit_blas_threads()
     while (request := conn.recv()) is not None:
         try:
-            backward = request[-1]
             for p in params:
                 p.grad = None
             loss = shard_loss(model, *request)
-            if backward:
-                for p, g in zip(params, grads):
-                    g[...] = 0 if p.grad is None else p.grad  # a parameter the shard did not use: 0
-            conn.send(("ok", loss))
+            for p, g in zip(params, grads):
+                if p.grad is not None:
+                    g[...] = p.grad
+            conn.send(("ok", loss, [p.grad is not None for p in params]))
         except Exception:  # reported to the main process, which raises it there
-            conn.send(("error", traceback.format_exc()))
+            conn.send(("error", traceback.format_exc(), None))
 
 
 def limit_blas_threads():
@@ -163,28 +163,40 @@ class DataParallel:
         pieces = shards(n, self.processes)
         seeds = generator().integers(2**63, size=len(pieces) - 1)  # drawn from the generator a checkpoint saves
         sent = []
-        for conn, rows, seed in zip(self.conns, pieces[1:], seeds):
-            conn.send((x[rows], y[rows], (rows.stop - rows.start) / n, training, int(seed), backward))
+        for i, (conn, rows, seed) in enumerate(zip(self.conns, pieces[1:], seeds)):
+            try:
+                conn.send((x[rows], y[rows], (rows.stop - rows.start) / n, training, int(seed), backward))
+            except OSError:  # the worker is gone; take the answers of those already sent a shard
+                for j, sent_to in enumerate(sent):
+                    self._reply(j, sent_to)
+                raise RuntimeError(f"DataParallel: worker {i + 1} {self._exited(i)}") from None
             sent.append(conn)
         rows = pieces[0]
-        loss = shard_loss(self.model, x[rows], y[rows], (rows.stop - rows.start) / n, training, None, backward)
-        for i, conn in enumerate(sent):
-            loss += self._reply(i, conn)
-            if backward:
-                for p, g in zip(self.params, self.grads[i]):
+        try:
+            loss = shard_loss(self.model, x[rows], y[rows], (rows.stop - rows.start) / n, training, None, backward)
+        finally:  # every worker answers, even when the main shard failed: no reply is left in a pipe
+            replies = [self._reply(i, conn) for i, conn in enumerate(sent)]
+        for i, (status, value, _) in enumerate(replies):
+            if status != "ok":
+                raise RuntimeError(f"DataParallel: worker {i + 1} {status}:\n{value}")
+        for (_, shard, has_grad), grads in zip(replies, self.grads):
+            loss += shard
+            for p, g, has in zip(self.params, grads, has_grad):
+                if has:
                     p._accumulate_grad(g)  # as backward does: a copy the first time, then added in place
         return loss
 
     def _reply(self, i, conn):
+        """(status, loss or traceback, which parameters have a gradient) from worker i."""
         try:
-            status, value = conn.recv()
+            status, value, has_grad = conn.recv()
         except (EOFError, OSError):
-            raise RuntimeError(
-                f"DataParallel: worker {i + 1} exited (exit code {self.workers[i].exitcode}) during a step"
-            ) from None
-        if status == "error":
-            raise RuntimeError(f"DataParallel: worker {i + 1} failed on its shard:\n{value}")
-        return value
+            return self._exited(i), "during a step", None
+        return ("ok" if status == "ok" else "failed on its shard"), value, has_grad
+
+    def _exited(self, i):
+        self.workers[i].join(timeout=1)
+        return f"exited (exit code {self.workers[i].exitcode})"
 
     def _reshare(self):
         """Put back into shared memory any parameter whose array was replaced since the last call."""

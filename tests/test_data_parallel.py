@@ -154,3 +154,58 @@ def test_resume_with_two_processes_and_dropout_continues_exactly(tmp_path):
     for a, b in zip(whole.model.parameters(), second.model.parameters()):
         np.testing.assert_array_equal(a.data, b.data)
     assert [h["val_loss"] for h in second.history] == [h["val_loss"] for h in whole.history]
+
+
+class Frozen(gf.nn.Module):
+    """An embedding and a head, a frozen matrix, and a parameter no shard uses."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = gf.nn.Embedding(TOK.vocab_size, 8)
+        self.head = gf.nn.Linear(8, TOK.vocab_size)
+        self.frozen = gf.nn.Parameter(np.ones((8, 8), np.float32))
+        self.frozen.requires_grad = False
+        self.unused = gf.nn.Parameter(np.zeros(3, np.float32))
+
+    def forward(self, x, y):
+        logits = self.head(self.embed(x) @ self.frozen)
+        return logits, gf.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def test_frozen_and_unused_parameters_get_no_gradient_as_in_one_process():
+    gf.manual_seed(0)
+    m = Frozen()
+    x, y = batch(rows=4)
+    with DataParallel(m, 2) as dp:
+        dp.forward_backward(x, y)
+    assert m.frozen.grad is None and m.unused.grad is None
+    assert m.head.weight.grad is not None
+
+
+def test_an_error_in_the_main_shard_leaves_no_reply_behind():
+    m = model()
+    x, y = batch(rows=4)
+    y_bad = y.copy()
+    y_bad[0, 0] = TOK.vocab_size + 5  # in the main process's shard
+    with DataParallel(m, 2) as dp:
+        with pytest.raises(IndexError, match="cross_entropy: target 19 is out of range"):
+            dp.forward_backward(x, y_bad)
+        for p in m.parameters():
+            p.grad = None
+        loss = dp.forward_backward(x, y)  # the worker's answer to the failed call is not taken for this one
+        grads = [p.grad.copy() for p in m.parameters()]
+    expected_loss, expected_grads = plain_gradients(m, x, y)
+    assert loss == pytest.approx(expected_loss, rel=1e-6)
+    for g, expected in zip(grads, expected_grads):
+        np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_a_worker_that_dies_is_a_clear_error():
+    m = model()
+    x, y = batch(rows=4)
+    dp = DataParallel(m, 2)
+    dp.workers[0].kill()
+    dp.workers[0].join()
+    with pytest.raises(RuntimeError, match="worker 1 exited"):
+        dp.forward_backward(x, y)
+    dp.close()
