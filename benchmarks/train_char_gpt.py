@@ -33,7 +33,7 @@ parser.add_argument("--profile", action="store_true", help="print gradflow's tim
 parser.add_argument("--decode", action="store_true", help="generate's tokens/s with and without the KV cache")
 parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
-parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
+parser.add_argument("--memory-child", choices=["gradflow", "gradflow-processes", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
 parser.add_argument(
     "--processes", type=int,
@@ -47,6 +47,7 @@ if args.threads:  # must be set before numpy loads its BLAS
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import gradflow as gf  # noqa: E402
 from gradflow.data_parallel import DataParallel  # noqa: E402
@@ -65,17 +66,21 @@ TRAIN = TrainConfig(
 
 def gradflow_engine(vocab_size, processes=1):
     """gradflow's training step. With processes > 1 the batch is shared out among processes
-    (gradflow.data_parallel) inside `step.round()`, which starts the workers and gives BLAS one
-    thread per process, as a Trainer run with that many processes does."""
+    (gradflow.data_parallel), whose workers start here, once, as in a Trainer run; BLAS gets one
+    thread per process only inside `step.round()`, so that the other engines keep their threads."""
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
     optimizer = default_optimizer(model, TRAIN)
-    parallel = []  # the current round's DataParallel, if any
+    parallel = None
+    if processes > 1:
+        default = blas_threads()
+        parallel = DataParallel(model, processes)  # gives BLAS one thread (and `default` back at close)
+        threadpool_limits(default, "blas")
 
     def step(x, y):
         optimizer.zero_grad()
         if parallel:
-            parallel[0].forward_backward(x, y)
+            parallel.forward_backward(x, y)
         else:
             _, loss = model(x, y)
             loss.backward()
@@ -84,18 +89,20 @@ def gradflow_engine(vocab_size, processes=1):
 
     @contextlib.contextmanager
     def round():
-        if processes == 1:
-            yield
-            return
-        with DataParallel(model, processes) as dp:
-            parallel.append(dp)
-            try:
-                yield
-            finally:
-                parallel.clear()
+        threadpool_limits(1, "blas")
+        try:
+            yield parallel
+        finally:
+            threadpool_limits(default, "blas")
 
-    step.round = round
+    if parallel:
+        step.round = round
     return step
+
+
+def blas_threads():
+    """How many threads numpy's BLAS uses now."""
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
 
 
 def torch_engine(vocab_size):
@@ -213,16 +220,23 @@ def decode_speed(vocab_size):
 
 
 def memory_child(engine, vocab_size, train_ids):
-    """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps."""
+    """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps
+    (with processes, that of each process: pages they share are counted in each)."""
     import resource
 
-    step = gradflow_engine(vocab_size) if engine == "gradflow" else torch_engine(vocab_size)
+    processes = args.processes if engine == "gradflow-processes" else 1
+    step = torch_engine(vocab_size) if engine == "pytorch" else gradflow_engine(vocab_size, processes)
     rng = np.random.default_rng(0)
-    for i in range(1, 1001):
-        step(*get_batch(train_ids, BATCH, BLOCK, rng))
-        if i in (100, 1000):
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"{engine}: peak memory {peak:.0f} MB after {i} steps")
+    with getattr(step, "round", contextlib.nullcontext)() as parallel:
+        for i in range(1, 1001):
+            step(*get_batch(train_ids, BATCH, BLOCK, rng))
+            if i in (100, 1000):
+                peaks = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
+                for worker in parallel.workers if parallel else []:
+                    status = Path(f"/proc/{worker.pid}/status").read_text()
+                    peaks.append(int(status.split("VmHWM:")[1].split()[0]) / 1024)  # kB
+                each = f" ({' + '.join(f'{p:.0f}' for p in peaks)})" if len(peaks) > 1 else ""
+                print(f"{engine}: peak memory {sum(peaks):.0f} MB{each} after {i} steps")
 
 
 def sweep():
@@ -239,29 +253,17 @@ def sweep():
             MODEL = {**base, axis: value}
             block = MODEL["block_size"]
             ids = np.random.default_rng(0).integers(0, 65, 20 * block)
-            engines = {"gradflow": gradflow_engine(65)}
-            with contextlib.suppress(ImportError):
-                engines["pytorch"] = torch_engine(65)
             rng = np.random.default_rng(0)
             batches = [get_batch(ids, BATCH, block, rng) for _ in range(2)]
-            rounds = {name: [] for name in engines}
-            for step in engines.values():
-                step(*batches[0])  # warm up
-            for _ in range(3):  # alternate the engines, median of the rounds
-                for name, step in engines.items():
-                    settle()
-                    start = time.perf_counter()
-                    for x, y in batches:
-                        step(x, y)
-                    rounds[name].append(len(batches) * BATCH * block / (time.perf_counter() - start))
-            for name in engines:
-                results[axis, value, name] = float(np.median(rounds[name]))
+            engines = all_engines(65)
+            for name, seconds in alternate(engines, batches, rounds=3, warmup=1).items():
+                results[axis, value, name] = BATCH * block / seconds
             row = "  ".join(f"{n} {results[axis, value, n]:8,.0f}" for n in engines)
             print(f"{axis} {value:>4}: tokens/s  {row}")
     MODEL = base
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, (axis, label) in zip(axes, (("n_embd", "width (context 64)"), ("block_size", "context (width 128)"))):
-        for name in ("gradflow", "pytorch"):
+        for name in dict.fromkeys(n for _, _, n in results):
             points = sorted((v, r) for (a, v, n), r in results.items() if a == axis and n == name)
             if points:
                 ax.plot(*zip(*points), "o-", label=name)
@@ -280,8 +282,6 @@ def sweep():
 def describe_threads():
     """numpy's BLAS (which kernels, how many threads) and PyTorch's CPU capability: the context of
     every figure. An OPENBLAS_CORETYPE in the environment overrides OpenBLAS's choice for the CPU."""
-    from threadpoolctl import threadpool_info
-
     blas = [f"{i['internal_api']} {i['version']}, {i.get('architecture')} kernels, {i['num_threads']} threads"
             for i in threadpool_info() if i["user_api"] == "blas"]  # fmt: skip
     forced = os.environ.get("OPENBLAS_CORETYPE")
@@ -301,16 +301,25 @@ def settle():
     time.sleep(0.25)
 
 
-def throughput(engines, train_ids):
-    """Seconds per step of each engine: alternate rounds of the same batches, median over rounds."""
-    rng = np.random.default_rng(0)
-    batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
+def all_engines(vocab_size):
+    """gradflow, gradflow over --processes processes (if more than one), and PyTorch if installed."""
+    engines = {"gradflow": gradflow_engine(vocab_size)}
+    if args.processes > 1:
+        engines[f"gradflow, {args.processes} processes"] = gradflow_engine(vocab_size, args.processes)
+    with contextlib.suppress(ImportError):
+        engines["pytorch"] = torch_engine(vocab_size)
+    return engines
+
+
+def alternate(engines, batches, rounds, warmup):
+    """Seconds per step of each engine: after `warmup` steps each, alternate rounds of the same
+    batches, each round after settle() and inside the engine's own round(); median over rounds."""
     times = {name: [] for name in engines}
     for step in engines.values():  # warm up: first calls allocate and fill caches
         with getattr(step, "round", contextlib.nullcontext)():
-            for x, y in batches[:3]:
+            for x, y in batches[:warmup]:
                 step(x, y)
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for name, step in engines.items():
             with getattr(step, "round", contextlib.nullcontext)():
                 settle()
@@ -360,21 +369,20 @@ def main():
     if args.memory:
         import subprocess
 
-        for engine in ("gradflow", "pytorch"):
+        for engine in ["gradflow"] + ["gradflow-processes"] * (args.processes > 1) + ["pytorch"]:
             child = [sys.executable, __file__, "--data", args.data, "--memory-child", engine]
-            subprocess.run(child + (["--threads", str(args.threads)] if args.threads else []), check=False)
+            child += ["--processes", str(args.processes)] + (["--threads", str(args.threads)] if args.threads else [])
+            subprocess.run(child, check=False)
     if args.sweep:
         sweep()
     if args.skip_throughput:
         return 0
-    engines = {"gradflow": gradflow_engine(tokenizer.vocab_size)}
-    if args.processes > 1:
-        engines[f"gradflow, {args.processes} processes"] = gradflow_engine(tokenizer.vocab_size, args.processes)
-    try:
-        engines["pytorch"] = torch_engine(tokenizer.vocab_size)
-    except ImportError:
+    engines = all_engines(tokenizer.vocab_size)
+    if "pytorch" not in engines:
         print("PyTorch is not installed: timing gradflow alone (pip install torch==2.13.0 to compare)")
-    seconds = throughput(engines, train_ids)
+    rng = np.random.default_rng(0)
+    batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
+    seconds = alternate(engines, batches, args.rounds, warmup=3)
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
     if "pytorch" in seconds:
