@@ -198,32 +198,40 @@ def train_torch(vocab_size, train_ids, val_ids):
 
 
 def decode_speed(vocab_size):
-    """Tokens/s of greedy decoding with the KV cache and without it (re-reading the whole context)."""
+    """Tokens/s of greedy decoding with the KV cache and without it (re-reading the whole context):
+    the two alternate, three times each, and the medians are printed."""
     from gradflow.generate import generate
 
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **{**MODEL, "block_size": 512}))
     model.eval()
     new = 32
+
+    def cached(prompt):
+        generate(model, prompt, new, temperature=0)
+
+    @gf.no_grad()
+    def uncached(prompt):
+        ids = list(prompt)
+        for _ in range(new):
+            logits, _ = model(np.array([ids]))
+            ids.append(int(np.argmax(logits.data[0, -1])))
+
     for context in (16, 64, 256):
         prompt = np.arange(context) % vocab_size
-        start = time.perf_counter()
-        generate(model, prompt, new, temperature=0)
-        cached = new / (time.perf_counter() - start)
-        ids, start = list(prompt), time.perf_counter()
-        with gf.no_grad():
-            for _ in range(new):
-                logits, _ = model(np.array([ids]))
-                ids.append(int(np.argmax(logits.data[0, -1])))
-        uncached = new / (time.perf_counter() - start)
-        print(f"decoding after {context:>3} tokens: {cached:7.1f} tokens/s with the cache, {uncached:7.1f} without")
+        rates = {cached: [], uncached: []}
+        for _ in range(3):
+            for decode in rates:
+                start = time.perf_counter()
+                decode(prompt)
+                rates[decode].append(new / (time.perf_counter() - start))
+        with_cache, without = (float(np.median(r)) for r in rates.values())
+        print(f"decoding after {context:>3} tokens: {with_cache:7.1f} tokens/s with the cache, {without:7.1f} without")
 
 
 def memory_child(engine, vocab_size, train_ids):
     """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps
     (with processes, that of each process: pages they share are counted in each)."""
-    import resource
-
     processes = args.processes if engine == "gradflow-processes" else 1
     step = torch_engine(vocab_size) if engine == "pytorch" else gradflow_engine(vocab_size, processes)
     rng = np.random.default_rng(0)
@@ -231,12 +239,17 @@ def memory_child(engine, vocab_size, train_ids):
         for i in range(1, 1001):
             step(*get_batch(train_ids, BATCH, BLOCK, rng))
             if i in (100, 1000):
-                peaks = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
-                for worker in parallel.workers if parallel else []:
-                    status = Path(f"/proc/{worker.pid}/status").read_text()
-                    peaks.append(int(status.split("VmHWM:")[1].split()[0]) / 1024)  # kB
+                peaks = [peak_memory("self")] + [peak_memory(w.pid) for w in (parallel.workers if parallel else [])]
                 each = f" ({' + '.join(f'{p:.0f}' for p in peaks)})" if len(peaks) > 1 else ""
                 print(f"{engine}: peak memory {sum(peaks):.0f} MB{each} after {i} steps")
+
+
+def peak_memory(pid):
+    """A process's peak resident memory in MB (Linux's VmHWM). Not getrusage's ru_maxrss: a process
+    started by another inherits the starter's peak in it (measured: a parent that had imported
+    PyTorch made a gradflow run of 111 MB report 218)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024  # kB
 
 
 def sweep():
@@ -279,19 +292,15 @@ def sweep():
     print("drew out/sweep.png")
 
 
-def describe_threads():
-    """numpy's BLAS (which kernels, how many threads) and PyTorch's CPU capability: the context of
-    every figure. An OPENBLAS_CORETYPE in the environment overrides OpenBLAS's choice for the CPU."""
+def describe_blas():
+    """numpy's BLAS, which kernels and how many threads: the context of every figure. An
+    OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own choice for the CPU."""
     blas = [f"{i['internal_api']} {i['version']}, {i.get('architecture')} kernels, {i['num_threads']} threads"
             for i in threadpool_info() if i["user_api"] == "blas"]  # fmt: skip
     forced = os.environ.get("OPENBLAS_CORETYPE")
-    line = f"numpy's BLAS: {'; '.join(blas) or 'unknown'}"
-    line += f" (chosen by OPENBLAS_CORETYPE={forced} in the environment)" if forced else ""
-    with contextlib.suppress(ImportError):
-        import torch
-
-        line += f"; PyTorch: {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
-    return line
+    return f"numpy's BLAS: {'; '.join(blas) or 'unknown'}" + (
+        f" (chosen by OPENBLAS_CORETYPE={forced} in the environment)" if forced else ""
+    )
 
 
 def settle():
@@ -339,7 +348,7 @@ def main():
         return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
-    print(describe_threads())
+    print(describe_blas())
     if not args.skip_train:
         gf.manual_seed(args.seed)
         model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))
@@ -380,6 +389,12 @@ def main():
     engines = all_engines(tokenizer.vocab_size)
     if "pytorch" not in engines:
         print("PyTorch is not installed: timing gradflow alone (pip install torch==2.13.0 to compare)")
+    else:  # torch_engine has loaded it
+        import torch
+
+        print(
+            f"PyTorch {torch.__version__}: {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+        )
     rng = np.random.default_rng(0)
     batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
     seconds = alternate(engines, batches, args.rounds, warmup=3)
