@@ -67,12 +67,14 @@ def shard_loss(model, x, y, weight, training, seed, backward):
     return weight * loss.item()
 
 
-def serve(conn, model, params, grads):
+def serve(conn, model, params, grads, main_ends):
     """A worker's loop: compute each shard it is sent, put its gradients in `grads`, reply with the
     loss and which parameters have a gradient (as in one process, an unused parameter has none)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    for end in main_ends:  # the main process's ends of the pipes, copied by fork: closed, so that
+        end.close()  # when the main process dies this worker reads EOF instead of waiting forever
     limit_blas_threads()
-    while (request := conn.recv()) is not None:
+    while (request := next_request(conn)) is not None:
         try:
             for p in params:
                 p.grad = None
@@ -83,6 +85,14 @@ def serve(conn, model, params, grads):
             conn.send(("ok", loss, [p.grad is not None for p in params]))
         except Exception:  # reported to the main process, which raises it there
             conn.send(("error", traceback.format_exc(), None))
+
+
+def next_request(conn):
+    """The next shard to compute, or None: told to stop, or the main process is gone."""
+    try:
+        return conn.recv()
+    except EOFError:
+        return None
 
 
 def limit_blas_threads():
@@ -126,7 +136,8 @@ class DataParallel:
         for _ in range(processes - 1):
             grads = shared_arrays([p.data for p in self.params])
             ours, theirs = fork.Pipe()
-            worker = fork.Process(target=serve, args=(theirs, model, self.params, grads), daemon=True)
+            main_ends = [*self.conns, ours]
+            worker = fork.Process(target=serve, args=(theirs, model, self.params, grads, main_ends), daemon=True)
             worker.start()
             theirs.close()
             self.conns.append(ours)

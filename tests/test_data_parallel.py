@@ -209,3 +209,37 @@ def test_a_worker_that_dies_is_a_clear_error():
     with pytest.raises(RuntimeError, match="worker 1 exited"):
         dp.forward_backward(x, y)
     dp.close()
+
+
+def test_workers_exit_when_the_main_process_dies(tmp_path):
+    """A worker holds no copy of the main process's pipe ends, so it reads EOF and exits."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = (
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_data_parallel import batch, model\n"
+        "from gradflow.data_parallel import DataParallel\n"
+        "dp = DataParallel(model(), 3)\n"
+        "dp.forward_backward(*batch(rows=4))\n"
+        "print(*(w.pid for w in dp.workers), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    pids = [int(p) for p in out.split()]
+    assert len(pids) == 2
+
+    def running(pid):
+        status = Path(f"/proc/{pid}/status")
+        try:
+            return "(zombie)" not in status.read_text()
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(p) for p in pids)
