@@ -117,7 +117,9 @@ def run_train(args):
         trainer.resume()
     history = trainer.fit()
     if history:
-        print(f"done: val loss {history[-1]['val_loss']:.4f} at step {trainer.step}; {config.out_dir}/loss.png")
+        last = history[-1]  # the last evaluation: after a Ctrl-C, earlier than the step reached
+        val = f"val loss {last['val_loss']:.4f} at step {last['step']}"
+        print(f"done at step {trainer.step}: {val}; {config.out_dir}/loss.png")
     return 0
 
 
