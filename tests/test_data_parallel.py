@@ -243,3 +243,23 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
     while any(running(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(running(p) for p in pids)
+
+
+def test_without_fork_more_than_one_process_is_refused(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    with pytest.raises(RuntimeError, match="needs the fork start method"):
+        DataParallel(model(), 2)
+    with DataParallel(model(), 1) as dp:  # one process needs no fork
+        x, y = batch(rows=2)
+        assert np.isfinite(dp.loss(x, y))
+
+
+def test_a_parameter_that_changed_shape_is_a_clear_error():
+    m = model()
+    with DataParallel(m, 2) as dp:
+        p = m.parameters()[0]
+        p.data = np.zeros((p.shape[0] + 1,) + p.shape[1:], p.dtype)
+        with pytest.raises(ValueError, match=r"a parameter changed shape from \("):
+            dp.loss(*batch(rows=2))
