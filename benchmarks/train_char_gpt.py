@@ -101,8 +101,8 @@ def gradflow_engine(vocab_size, processes=1):
 
 
 def blas_threads():
-    """How many threads numpy's BLAS uses now."""
-    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+    """How many threads numpy's BLAS uses now (1 if threadpoolctl cannot find it)."""
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
 
 
 def torch_engine(vocab_size):
