@@ -21,6 +21,9 @@ So gradflow's own threads are off unless asked for: GRADFLOW_NUM_THREADS in the 
 `gf.set_num_threads(n)` at run time (try it on a machine with more cores, and compare). With one
 thread there is no pool at all: every kernel is one plain numpy call. BLAS keeps its own threads,
 set by OPENBLAS_NUM_THREADS or OMP_NUM_THREADS before numpy is imported.
+
+What does use every core in training is gradflow.data_parallel: each process computes the
+gradient of a shard of the batch, so there is no GIL to share.
 """
 
 import os
