@@ -189,7 +189,7 @@ class DataParallel:
             replies = [self._reply(i, conn) for i, conn in enumerate(sent)]
         for i, (status, value, _) in enumerate(replies):
             if status != "ok":
-                raise RuntimeError(f"DataParallel: worker {i + 1} {status}:\n{value}")
+                raise RuntimeError(f"DataParallel: worker {i + 1} {status}" + (f":\n{value}" if value else ""))
         for (_, shard, has_grad), grads in zip(replies, self.grads):
             loss += shard
             for p, g, has in zip(self.params, grads, has_grad):
@@ -202,7 +202,7 @@ class DataParallel:
         try:
             status, value, has_grad = conn.recv()
         except (EOFError, OSError):
-            return self._exited(i), "during a step", None
+            return self._exited(i) + " during a step", None, None
         return ("ok" if status == "ok" else "failed on its shard"), value, has_grad
 
     def _exited(self, i):

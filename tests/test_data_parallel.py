@@ -263,3 +263,26 @@ def test_a_parameter_that_changed_shape_is_a_clear_error():
         p.data = np.zeros((p.shape[0] + 1,) + p.shape[1:], p.dtype)
         with pytest.raises(ValueError, match=r"a parameter changed shape from \("):
             dp.loss(*batch(rows=2))
+
+
+class DiesInWorkers(Frozen):
+    """Exits, with code 3, whenever it runs outside the process that made it."""
+
+    def __init__(self):
+        import os
+
+        super().__init__()
+        self.home = os.getpid()
+
+    def forward(self, x, y):
+        import os
+
+        if os.getpid() != self.home:
+            os._exit(3)
+        return super().forward(x, y)
+
+
+def test_a_worker_that_dies_during_a_step_is_named_with_its_exit_code():
+    m = DiesInWorkers()
+    with DataParallel(m, 2) as dp, pytest.raises(RuntimeError, match=r"worker 1 exited \(exit code 3\) during a step$"):
+        dp.forward_backward(*batch(rows=4))
