@@ -7,8 +7,13 @@
                                   optimizer hyperparameters and counters, RNG states, anything else
 
 Atomic: the file is written next to its destination and renamed over it (os.replace), so a crash
-while saving leaves the previous checkpoint whole. Safe: np.load(allow_pickle=False) reads only
-arrays, so opening a checkpoint never runs code from it.
+while saving leaves the previous checkpoint whole; the temporary files of a save that was killed
+are removed at the next save. Safe: np.load(allow_pickle=False) reads only arrays, so opening a
+checkpoint never runs code from it.
+
+Never worse than what it replaces: weights or optimizer moments holding NaN or inf are never
+written (a diverged run keeps its last good checkpoint), and a file holding them, or arrays that
+are not real floating-point numbers, is refused when read.
 """
 
 import json
@@ -26,6 +31,36 @@ class CheckpointError(ValueError):
     """A file that is not a readable gradflow checkpoint, or one that does not fit the model."""
 
 
+def _bad_array(key, value):
+    """Why an array may not be stored as weights or optimizer moments, or None if it may."""
+    if value.dtype.kind != "f":
+        return f"{key} has dtype {value.dtype}, not a floating-point type"
+    bad = value.size - int(np.count_nonzero(np.isfinite(value)))
+    if bad:
+        return f"{key} holds {bad} non-finite value{'s' * (bad != 1)} (NaN or inf)"
+    return None
+
+
+def _remove_stale_temporaries(path):
+    """Delete `.<name>.<pid>.tmp` files that a killed save left beside `path` (their process is gone)."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return False  # ours, from a save of this process that failed: not in use now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def save_checkpoint(path, model, optimizer=None, meta=None):
     """Write model weights, optimizer state and `meta` (a dict of JSON-serialisable values) to path, atomically."""
     path, meta = Path(path), dict(meta or {})
@@ -40,9 +75,14 @@ def save_checkpoint(path, model, optimizer=None, meta=None):
                 else:
                     scalars.setdefault(str(i), {})[key] = value
         meta["optimizer"] = {"param_groups": state["param_groups"], "scalars": scalars}
+    for key, value in arrays.items():
+        problem = _bad_array(key, value)
+        if problem:
+            raise CheckpointError(f"checkpoint {path} not written: {problem}")
     meta = {"format": FORMAT, "version": VERSION, **meta}
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -50,9 +90,11 @@ def save_checkpoint(path, model, optimizer=None, meta=None):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, say: name the file, and say that what was there is untouched
+        kept = "the previous one is unchanged" if path.exists() else "nothing was there before"
+        raise OSError(f"could not write checkpoint {path} ({e.strerror or e}); {kept}") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -97,14 +139,26 @@ def load_checkpoint(path):
         path = path / "ckpt.npz"
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} is not a regular file")
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
         meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({e})") from None
+    except ValueError as e:  # numpy's advice for object arrays is to load them "unsafely": never
+        reason = "it holds Python objects" if "allow_pickle" in str(e) else str(e)
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
+    except (OSError, KeyError, zipfile.BadZipFile, EOFError, MemoryError) as e:
+        reason = "an array larger than memory" if isinstance(e, MemoryError) else str(e) or type(e).__name__
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (its description is not a JSON object)")
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (format {meta.get('format')!r})")
     if meta.get("version") != VERSION:
         raise CheckpointError(f"checkpoint {path} has version {meta.get('version')}, this gradflow reads {VERSION}")
+    for key, value in arrays.items():
+        problem = _bad_array(key, value) if key.startswith(("model/", "optim/")) else None
+        if problem:
+            raise CheckpointError(f"checkpoint {path}: {problem}; it cannot be used")
     return Checkpoint(path, meta, arrays)

@@ -1,4 +1,9 @@
-"""The `gradflow` command: `gradflow gradcheck` verifies every op's gradient and prints the table."""
+"""The `gradflow` command: `gradflow gradcheck` verifies every op's gradient and prints the table.
+
+Every failure a user can cause ends in one line on stderr, `gradflow <command>: <what is wrong>`:
+exit 2 for bad input (a flag, a file), exit 1 for a run that could not finish (it diverged, a
+worker died, memory ran out), 130 for Ctrl-C. A traceback is left only for gradflow's own bugs.
+"""
 
 import argparse
 import sys
@@ -7,6 +12,7 @@ import time
 import numpy as np
 
 from . import commands, graph
+from .data_parallel import WorkerError
 
 
 def _gradcheck(args):
@@ -33,10 +39,24 @@ def _gradcheck(args):
     return 1 if failed else 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (`gradflow train: argument --n-layer: ...`), not usage and error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def one_line(command, error):
+    """`gradflow <command>: <message>`: the message's first line, without a repeated `<command>: `."""
+    lines = str(error).strip().splitlines()
+    message = lines[0] if lines else type(error).__name__
+    if message.startswith(f"{command}: "):
+        message = message[len(command) + 2 :]
+    return f"gradflow {command}: {message}"
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="gradflow", description="gradflow: an autograd engine you can read, check and train with."
-    )
+    parser = Parser(prog="gradflow", description="gradflow: an autograd engine you can read, check and train with.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     check = sub.add_parser("gradcheck", help="check every op's backward against finite differences")
     check.add_argument("--op", help="only this op (e.g. matmul, softmax, cross_entropy)")
@@ -51,9 +71,16 @@ def main(argv=None):
         return 0
     try:
         return args.run(args)
-    except (ValueError, OSError) as e:  # bad input: one clear line, not a traceback
-        print(f"gradflow {args.command}: error: {e}", file=sys.stderr)
+    except (ValueError, OSError) as e:  # bad input: a flag, a file
+        print(one_line(args.command, e), file=sys.stderr)
         return 2
+    except (FloatingPointError, WorkerError, MemoryError) as e:  # the run could not go on
+        print(one_line(args.command, e if str(e) else "out of memory"), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a second Ctrl-C in training, or one while loading
+        sys.stdout.flush()
+        print(f"\ngradflow {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class DataParallel:
             except OSError:  # the worker is gone; take the answers of those already sent a shard
                 for j, sent_to in enumerate(sent):
                     self._reply(j, sent_to)
-                raise RuntimeError(f"DataParallel: worker {i + 1} {self._exited(i)}") from None
+                raise WorkerError(f"DataParallel: worker {i + 1} {self._exited(i)}") from None
             sent.append(conn)
         rows = pieces[0]
         try:
@@ -188,8 +188,9 @@ class DataParallel:
         finally:  # every worker answers, even when the main shard failed: no reply is left in a pipe
             replies = [self._reply(i, conn) for i, conn in enumerate(sent)]
         for i, (status, value, _) in enumerate(replies):
-            if status != "ok":
-                raise RuntimeError(f"DataParallel: worker {i + 1} {status}" + (f":\n{value}" if value else ""))
+            if status != "ok":  # the first line says what went wrong; the worker's traceback follows
+                cause = f": {value.strip().splitlines()[-1]}\n{value}" if value else ""
+                raise WorkerError(f"DataParallel: worker {i + 1} {status}{cause}")
         for (_, shard, has_grad), grads in zip(replies, self.grads):
             loss += shard
             for p, g, has in zip(self.params, grads, has_grad):
@@ -217,6 +218,10 @@ class DataParallel:
                     raise ValueError(f"DataParallel: a parameter changed shape from {s.shape} to {p.data.shape}")
                 s[...] = p.data
                 p.data = s
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed or died; the message's first line says which and how."""
 
 
 def stop(conns, workers, blas):

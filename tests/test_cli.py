@@ -69,9 +69,9 @@ def test_llama_trains_from_the_shell_too(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train", "--data", "/no/such/file.txt"], "gradflow train: error: load_text: no such file"),
-        (["generate", "--checkpoint", "/no/such/dir"], "gradflow generate: error: checkpoint /no/such/dir"),
-        (["train", "--data", "{empty}"], "gradflow train: error: load_text:"),
+        (["train", "--data", "/no/such/file.txt"], "gradflow train: --data /no/such/file.txt: no such file"),
+        (["generate", "--checkpoint", "/no/such/dir"], "gradflow generate: checkpoint /no/such/dir"),
+        (["train", "--data", "{empty}"], "gradflow train: load_text:"),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message, tmp_path, capsys):

@@ -96,7 +96,12 @@ class Module:
         return {name: p.data.copy() for name, p in self.named_parameters(remove_duplicate=False)}
 
     def load_state_dict(self, state, strict=True):
-        """Copy weights in by name; with strict, a missing, unexpected or wrongly shaped entry is an error."""
+        """Copy weights in by name; with strict, a missing, unexpected or wrongly shaped entry is an error.
+
+        Nothing is cast silently: an entry that is not real floating-point numbers (bool, int,
+        complex, text) is an error, and a tied weight (one Parameter under two names, like GPT's
+        embedding and head) saved twice must be saved equal, or which copy wins would be arbitrary.
+        """
         own = dict(self.named_parameters(remove_duplicate=False))
         missing = [n for n in own if n not in state]
         unexpected = [n for n in state if n not in own]
@@ -105,6 +110,14 @@ class Module:
             for n in own
             if n in state and tuple(np.shape(state[n])) != own[n].shape
         ]
+        wrong += [f"{n}: dtype {np.asarray(state[n]).dtype}, not floating-point" for n in own
+                  if n in state and np.asarray(state[n]).dtype.kind != "f"]  # fmt: skip
+        first_name = {}
+        for n, p in own.items():
+            if n in state and not wrong:
+                tied = first_name.setdefault(id(p), n)
+                if tied != n and not np.array_equal(state[tied], state[n]):
+                    wrong.append(f"{tied} and {n} are one tied weight but the checkpoint holds two different values")
         problems = wrong + ([f"missing: {', '.join(missing)}"] if strict and missing else [])
         problems += [f"unexpected: {', '.join(unexpected)}"] if strict and unexpected else []
         if problems:
