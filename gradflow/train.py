@@ -251,7 +251,7 @@ class Trainer:
                 x, y = get_batch(ids, self.config.batch_size, self.config.block_size, rng)
                 losses.append(self._parallel.loss(x, y) if self._parallel else self.model(x, y)[1].item())
             out[f"{split}_loss"] = float(np.mean(losses))
-            out[f"{split}_ppl"] = math.exp(out[f"{split}_loss"])
+            out[f"{split}_ppl"] = math.exp(min(out[f"{split}_loss"], 709.0))  # e^709.8 is float64's largest
         self.model.train(was_training)
         return out
 
@@ -312,17 +312,34 @@ class Trainer:
                 loss.backward()
             loss = loss.item()
         params = self.model.parameters()
+        measure = (self.step + 1) % c.eval_interval == 0 or self.step + 1 == c.max_iters
+        grads = self._block_sums(params, [p.grad for p in params]) if measure else None  # before clipping
         norm = clip_grad_norm(params, c.grad_clip) if c.grad_clip > 0 else grad_norm(params)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             raise TrainingDiverged(self._divergence(loss, norm))
         self._health["clipped"] += c.grad_clip > 0 and norm > c.grad_clip
-        measure = (self.step + 1) % c.eval_interval == 0 or self.step + 1 == c.max_iters
         before = [p.data.copy() for p in params] if measure else None
         self.optimizer.step()
         self.step += 1
         if measure:
-            self._measure_health(params, before, norm)
+            updates = self._block_sums(params, [p.data - old for p, old in zip(params, before)])
+            weights = self._block_sums(params, before)
+            self._health["grad_norm"] = norm
+            self._health["blocks"] = {
+                block: {"grad_norm": math.sqrt(g), "update_ratio": math.sqrt(updates[block] / weights[block])}
+                for block, g in grads.items()
+                if weights[block] > 0
+            }
         return loss
+
+    def _block_sums(self, params, arrays):
+        """Sum of squares of `arrays` (one per parameter) within each block; parameters without a gradient skipped."""
+        sums = {}
+        for p, a in zip(params, arrays):
+            if p.grad is not None:
+                block = block_of(self.names[id(p)])
+                sums[block] = sums.get(block, 0.0) + float(np.vdot(a, a))
+        return sums
 
     def _anomaly_mode(self):
         if not self.config.detect_anomaly:
@@ -351,23 +368,6 @@ class Trainer:
             f"(largest: {worst}, {worst_norm:.4g}); the weights were not updated and {kept}; "
             "try a lower learning rate, or find the first non-finite op with detect_anomaly"
         )
-
-    def _measure_health(self, params, before, norm):
-        """Per block: gradient norm and ||delta w|| / ||w||, for the next evaluation's record."""
-        sums = {}
-        for p, old in zip(params, before):
-            if p.grad is None:
-                continue
-            block = sums.setdefault(block_of(self.names[id(p)]), [0.0, 0.0, 0.0])
-            delta = p.data - old
-            block[0] += float(np.vdot(p.grad, p.grad))
-            block[1] += float(np.vdot(delta, delta))
-            block[2] += float(np.vdot(old, old))
-        self._health["grad_norm"] = norm
-        self._health["blocks"] = {
-            name: {"grad_norm": math.sqrt(g), "update_ratio": math.sqrt(d / w) if w > 0 else 0.0}
-            for name, (g, d, w) in sums.items()
-        }
 
     def evaluate(self, bar=None):
         metrics = {"step": self.step, **self.estimate_loss()}
