@@ -488,7 +488,9 @@ class Trainer:
             axes[1, 0].semilogy(steps, [h["grad_norm"] for h in health], "k-", lw=1.5, label="all")
             clipped = [(h["step"], h["grad_norm"]) for h in health if h["clip_fraction"] > 0]
             if clipped:
-                axes[1, 0].plot(*zip(*clipped), "kx", ms=8, label="clipping fired")
+                axes[1, 0].plot(*zip(*clipped), "kx", ms=8, label="clipped since the last evaluation")
+            if self.config.grad_clip > 0:
+                axes[1, 0].axhline(self.config.grad_clip, color="k", ls=":", lw=1, label="clipping threshold")
             axes[1, 0].set_ylabel("gradient norm")
             axes[2, 0].set_ylabel("||update|| / ||weights||")
             axes[1, 0].legend(fontsize=7, ncol=2)
