@@ -380,7 +380,12 @@ def add_command(subparsers):
     p.add_argument("-o", "--output", default="graph.svg", metavar="PATH", help="file to write: .svg, .png, .dot or .gv")
     p.add_argument("--no-values", dest="values", action="store_false", help="do not print tensors' data")
     p.add_argument("--no-grads", dest="grads", action="store_false", help="do not print gradients")
-    p.add_argument("--rankdir", choices=RANKDIRS, default="TB", help="TB: top to bottom (default), LR: left to right")
+    p.add_argument(
+        "--rankdir",
+        choices=RANKDIRS,
+        default="TB",
+        help="TB: top to bottom (this command's default), LR: left to right (draw_graph's default)",
+    )
     p.add_argument("--max-elements", type=int, default=20, metavar="N", help="print tensors of at most N elements")
     p.add_argument(
         "--modules",
@@ -436,9 +441,9 @@ def run(args):
             names=names,
         )
         path = graph.write(args.output)
-    except (ValueError, OSError, RuntimeError) as e:  # as the other commands: one line, 2 for bad input
-        print(f"gradflow graph: error: {e}", file=sys.stderr)
-        return 1 if isinstance(e, RuntimeError) else 2
+    except RuntimeError as e:  # no layout program: one line, as the other commands' failures (bad input: cli.main)
+        print(f"gradflow graph: {e}", file=sys.stderr)
+        return 1
     drawn = "" if path.suffix.lower() in (".dot", ".gv") else f" (laid out by {Path(layout_program()).name})"
     print(f"wrote {path}{drawn}")
     return 0

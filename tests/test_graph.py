@@ -320,7 +320,7 @@ def test_cli_gpt_training_step(tmp_path):
 def test_cli_errors_are_one_line(tmp_path, capsys, output, message):
     assert main(["graph", "--toy", "-o", str(tmp_path / output)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("gradflow graph: error: cannot write") and message in err and err.count("\n") == 1
+    assert err.startswith("gradflow graph: cannot write") and message in err and err.count("\n") == 1
 
 
 def test_cli_without_a_layout_program(no_system_dot, monkeypatch, tmp_path, capsys):
