@@ -97,7 +97,9 @@ def model_from_meta(ckpt):
         shapes = {n: p.shape for n, p in cls(config).named_parameters(remove_duplicate=False)}
     saved = {k[len("model/") :]: v.shape for k, v in ckpt.arrays.items() if k.startswith("model/")}
     for name, shape in shapes.items():
-        if saved.get(name, shape) != shape:
+        if name not in saved:
+            raise CheckpointError(f"checkpoint {ckpt.path}: model/{name} is missing")
+        if saved[name] != shape:
             raise CheckpointError(
                 f"checkpoint {ckpt.path}: model/{name} has shape {saved[name]} but its config implies {shape}"
             )

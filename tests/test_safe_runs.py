@@ -247,6 +247,15 @@ def test_malformed_checkpoint_descriptions_are_one_line_naming_the_field(checkpo
     assert message in line
 
 
+def test_a_config_larger_than_the_file_is_refused_before_allocating(checkpoint, capsys):
+    def huge(meta):  # 1M x 32K float32 would be 128 GiB; the file holds none of it
+        meta["model"]["config"].update(vocab_size=1 << 20, n_embd=1 << 15, n_head=1)
+
+    rewrite(checkpoint, lambda arrays: arrays.pop("model/wte.weight"), change_meta=huge)
+    assert main(["generate", "--checkpoint", str(checkpoint)]) == 2
+    assert error_line(capsys) == f"gradflow generate: checkpoint {checkpoint}: model/wte.weight is missing"
+
+
 def test_a_file_that_is_not_a_checkpoint_never_gets_numpys_advice(tmp_path, capsys):
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object))
