@@ -2,20 +2,24 @@
 
 import json
 import re
+import time
 
 import numpy as np
 import pytest
 
 import gradflow as gf
 from gradflow.text import (
+    SPLIT_PATTERN,
     BPETokenizer,
     CharTokenizer,
+    PretrainedBPETokenizer,
     default_corpus,
     get_batch,
     load_text,
     load_tokenizer,
     split,
 )
+from gradflow.text.bpe import FIRST_SPLIT_PATTERN
 
 # text a byte-level tokenizer must survive although the corpus has none of it: emoji (with a
 # zero-width joiner and a flag), CJK, combining marks, right-to-left script, control characters
@@ -235,28 +239,155 @@ def test_loading_a_corrupt_file_names_it(tmp_path, bpe):
         BPETokenizer.load(tmp_path)
 
 
+# the end of every unknown-pattern message
+UNKNOWN = (
+    "; gradflow accepts only its known pre-tokenizer patterns "
+    "(a pattern from a file could take time exponential in the text's length)"
+)
+
+
+def bpe_dict(**fields):
+    """A valid 'bpe' tokenizer dict of one merge (a, b), with `fields` replaced."""
+    return {"type": "bpe", "vocab_size": 257, "pattern": None, "merges": [[97, 98]], **fields}
+
+
 @pytest.mark.parametrize(
     "d, message",
     [
         ({"type": "wordpiece"}, "unknown tokenizer type 'wordpiece' (known types: 'bpe', 'char', 'pretrained_bpe')"),
-        ({"type": "bpe", "merges": []}, "lacks 'vocab_size', 'pattern'"),
-        ({"type": "bpe", "vocab_size": 258, "pattern": None, "merges": [[97, 98]]}, "vocab_size 258 does not match"),
-        ({"type": "bpe", "vocab_size": 257, "pattern": None, "merges": [[97, 300]]}, "merge 0 must be a pair of ids"),
-        ({"type": "bpe", "vocab_size": 257, "pattern": None, "merges": [[97]]}, "merge 0 must be a pair of ids"),
-        ({"type": "bpe", "vocab_size": 256, "pattern": "(", "merges": []}, "not a valid regular expression"),
-        ({"type": "bpe", "vocab_size": 256, "pattern": 3, "merges": []}, "pattern must be a regular expression"),
-        ({"type": "char", "chars": "ba"}, "'chars' must be sorted and without repeats"),
-        ({"type": "char", "chars": ""}, "'chars' must be a non-empty string"),
+        ({"type": ["bpe"]}, "unknown tokenizer type ['bpe'] (known types: 'bpe', 'char', 'pretrained_bpe')"),
+        (
+            {"type": "bpe", "merges": []},
+            "BPETokenizer.from_dict: the 'bpe' tokenizer dict lacks 'vocab_size', 'pattern'",
+        ),
+        (
+            bpe_dict(vocab_size=258),
+            "BPETokenizer.from_dict: vocab_size 258 does not match the 1 merges (expected 256 + 1 = 257)",
+        ),
+        (bpe_dict(vocab_size="257"), "BPETokenizer.from_dict: 'vocab_size' must be an int, got '257'"),
+        (bpe_dict(vocab_size=True), "BPETokenizer.from_dict: 'vocab_size' must be an int, got True"),
+        (bpe_dict(merges={"a": 1}), "BPETokenizer.from_dict: 'merges' must be a list of [a, b] pairs, got {'a': 1}"),
+        (bpe_dict(merges=[[97, 300]]), "BPETokenizer: merges[0] must be a pair of ids below 256, got [97, 300]"),
+        (bpe_dict(merges=[[97]]), "BPETokenizer: merges[0] must be a pair of ids below 256, got [97]"),
+        (bpe_dict(merges=[[97, -1]]), "BPETokenizer: merges[0] must be a pair of ids below 256, got [97, -1]"),
+        (bpe_dict(merges=[[97, 98.0]]), "BPETokenizer: merges[0] must be a pair of ids below 256, got [97, 98.0]"),
+        (bpe_dict(vocab_size=258, merges=[[97, 98], [97, 98]]), "BPETokenizer: merges[1] [97, 98] repeats merges[0]"),
+        (bpe_dict(merges=[[256, 98]]), "BPETokenizer: merges[0] must be a pair of ids below 256, got [256, 98]"),
+        (bpe_dict(pattern=3), "BPETokenizer.from_dict: 'pattern' must be a string or null, got 3"),
+        (bpe_dict(pattern="("), "BPETokenizer.from_dict: unknown split pattern '('" + UNKNOWN),
+        (
+            {"type": "char", "chars": "ba"},
+            "CharTokenizer.from_dict: 'chars' must be sorted and without repeats: 'b' comes before 'a'",
+        ),
+        (
+            {"type": "char", "chars": "abbc"},
+            "CharTokenizer.from_dict: 'chars' must be sorted and without repeats: 'b' is listed twice",
+        ),
+        ({"type": "char", "chars": ""}, "CharTokenizer.from_dict: 'chars' must be a non-empty string, got ''"),
+        (
+            {"type": "char", "chars": ["a", "b"]},
+            "CharTokenizer.from_dict: 'chars' must be a non-empty string, got ['a', 'b']",
+        ),
     ],
 )
-def test_mismatched_tokenizer_dicts_are_clear_errors(d, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
+def test_malformed_tokenizer_dicts_are_one_line_naming_the_field(d, message):
+    with pytest.raises(ValueError, match=f"^load_tokenizer: {re.escape(message)}$"):
         load_tokenizer(d)
+
+
+def pretrained_dict(**fields):
+    """A valid 'pretrained_bpe' tokenizer dict (a control token, the 256 bytes, "ab"), with `fields` replaced."""
+    from gradflow.text.pretrained_bpe import BYTE_TO_CHAR
+
+    tokens = ["<|end|>"] + [BYTE_TO_CHAR[b] for b in range(256)] + ["ab"]
+    return {**PretrainedBPETokenizer(tokens, ["a b"], control=[0]).to_dict(), **fields}
+
+
+def test_the_pretrained_dict_of_these_tests_loads():
+    tok = load_tokenizer(pretrained_dict())
+    assert tok.encode("ab<|end|>a").tolist() == [257, 0, 98]
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(tokens="abc"), "PretrainedBPETokenizer.from_dict: 'tokens' must be a list of strings, got 'abc'"),
+        (dict(tokens=[]), "PretrainedBPETokenizer: 'tokens' is empty"),
+        (dict(tokens=["a", 7]), "PretrainedBPETokenizer: tokens[1] must be a string, got 7"),
+        (dict(tokens=["x", "a", "x"], control=[]), "PretrainedBPETokenizer: tokens[2] 'x' repeats tokens[0]"),
+        (dict(control=[258]), "PretrainedBPETokenizer: control[0] 258 is outside the vocabulary [0, 258)"),
+        (dict(control=[-1]), "PretrainedBPETokenizer: control[0] -1 is outside the vocabulary [0, 258)"),
+        (dict(control=[0, 0]), "PretrainedBPETokenizer: control[1] 0 is listed twice"),
+        (dict(control=["0"]), "PretrainedBPETokenizer: control[0] must be an id, got '0'"),
+        (dict(control=[True]), "PretrainedBPETokenizer: control[0] must be an id, got True"),
+        (dict(control=0), "PretrainedBPETokenizer.from_dict: 'control' must be a list of ids, got 0"),
+        (dict(tokens=["", "a"], control=[0]), "PretrainedBPETokenizer: control[0] is token 0, which is empty"),
+        (dict(split_digits="yes"), "PretrainedBPETokenizer.from_dict: 'split_digits' must be true or false, got 'yes'"),
+        (dict(merges=["a b", "ab zz"]), "PretrainedBPETokenizer: merges[1] 'ab zz' is not two earlier tokens"),
+        (dict(merges=["a b", "a  b"]), "PretrainedBPETokenizer: merges[1] 'a  b' is not two earlier tokens"),
+        (dict(merges=["a b", "a b"]), "BPETokenizer: merges[1] [97, 98] repeats merges[0]"),
+        (dict(merges=[["a", "b"]]), "PretrainedBPETokenizer: merges[0] must be a string 'a b', got ['a', 'b']"),
+        (dict(pattern=r"\w+"), "PretrainedBPETokenizer.from_dict: unknown split pattern '\\\\w+'" + UNKNOWN),
+        (
+            dict(tokens=["a" * 200, "a" * 200], control=[]),  # a long value is cut short in the message
+            f"PretrainedBPETokenizer: tokens[1] {repr('a' * 200)[:57]}... repeats tokens[0]",
+        ),
+    ],
+)
+def test_malformed_pretrained_tokenizer_dicts_are_one_line_naming_the_field(fields, message):
+    d = pretrained_dict(**fields)
+    with pytest.raises(ValueError, match=f"^a.json: {re.escape(message)}$"):
+        load_tokenizer(d, source="a.json")
 
 
 def test_load_tokenizer_of_something_else_is_a_type_error():
     with pytest.raises(TypeError, match="load_tokenizer: expected a dict or a path, got int"):
         load_tokenizer(3)
+
+
+def test_a_tokenizer_from_a_file_that_is_not_an_object_is_a_value_error_naming_the_file():
+    with pytest.raises(ValueError, match=r"^out/model.npz: the tokenizer must be a JSON object, got list$"):
+        load_tokenizer([1, 2], source="out/model.npz")
+
+
+# --- split patterns: only the known ones load ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern", [r"(a|a)+$", r"(a+)+$", r"(x+x+)+y", "." * 10_000])
+def test_an_unknown_split_pattern_is_refused_at_once(pattern):
+    """(a|a)+$ doubles its matching time with every 'a' (22 of them: seconds): it is refused, never compiled."""
+    start = time.perf_counter()
+    shown = repr(pattern) if len(repr(pattern)) <= 60 else repr(pattern)[:57] + "..."
+    message = f"out/model.npz: BPETokenizer.from_dict: unknown split pattern {shown}" + UNKNOWN
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        load_tokenizer(bpe_dict(pattern=pattern), source="out/model.npz")
+    assert time.perf_counter() - start < 0.5
+
+
+def test_a_pattern_in_a_json_file_names_the_file(tmp_path):
+    path = tmp_path / "tok.json"
+    path.write_text(json.dumps(bpe_dict(pattern="(a|a)+$")))
+    with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: BPETokenizer.from_dict: unknown split pattern"):
+        load_tokenizer(path)
+    with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: BPETokenizer.from_dict: unknown split pattern"):
+        BPETokenizer.load(path)
+
+
+@pytest.mark.parametrize("pattern", [SPLIT_PATTERN, FIRST_SPLIT_PATTERN, None])
+def test_the_known_split_patterns_load(pattern):
+    """GPT-2's (gradflow writes it, the pretrained tokenizer uses it), gradflow's first, and none."""
+    tok = load_tokenizer(bpe_dict(pattern=pattern))
+    assert tok.pattern == pattern
+    assert tok.decode(tok.encode("it's 42 naïve ab!")) == "it's 42 naïve ab!"
+
+
+def test_a_tokenizer_with_its_own_pattern_works_but_is_not_saved(tmp_path):
+    tok = BPETokenizer.train("ab ab cd", 260, pattern=r"\w+|\W+")  # fine in Python: the user chose it
+    assert tok.decode(tok.encode("ab cd")) == "ab cd"
+    message = r"BPETokenizer.save: the split pattern '\\w+|\\W+' is not one gradflow reads back from a file"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        tok.save(tmp_path / "tok.json")
+    assert not (tmp_path / "tok.json").exists()
 
 
 # --- load_text ------------------------------------------------------------------------------------

@@ -17,12 +17,22 @@ from collections import Counter
 import numpy as np
 import regex
 
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, short
 
 # GPT-2's split pattern: a contraction, a word with the space before it, a number, a run of
 # punctuation, whitespace (not the last space before a word, which goes with the word). \p{L} and
 # \p{N} are Unicode's letters and numbers, classes the `regex` package knows and `re` does not.
 SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+# gradflow's first split pattern, the same cuts in the classes `re` knows: files saved with it still load
+FIRST_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\w\s]|_)+|\s+(?!\S)|\s+"""
+
+# the only split patterns a tokenizer read from a file may name (see `check_pattern`)
+KNOWN_PATTERNS = {
+    SPLIT_PATTERN: "GPT-2's, which gradflow writes and the pretrained tokenizer uses",
+    FIRST_SPLIT_PATTERN: "gradflow's first",
+    None: "no split",
+}
 
 # ids 0..255 are the bytes themselves; merge i makes id 256 + i
 _BYTES = 256
@@ -39,7 +49,7 @@ class BPETokenizer(Tokenizer):
     type_name = "bpe"
 
     def __init__(self, merges, pattern=SPLIT_PATTERN):
-        self.merges = []
+        self.merges, self.rank = [], {}  # rank: (a, b) -> when it was learned
         for i, pair in enumerate(merges):
             # a merge may only join ids that exist before it: bytes and earlier merges
             if not (
@@ -48,20 +58,29 @@ class BPETokenizer(Tokenizer):
                 and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in pair)
                 and all(0 <= x < _BYTES + i for x in pair)
             ):
-                raise ValueError(f"BPETokenizer: merge {i} must be a pair of ids below {_BYTES + i}, got {pair!r}")
-            self.merges.append((int(pair[0]), int(pair[1])))
+                raise ValueError(
+                    f"BPETokenizer: merges[{i}] must be a pair of ids below {_BYTES + i}, got {short(pair)}"
+                )
+            pair = (int(pair[0]), int(pair[1]))
+            if pair in self.rank:
+                # training merges every occurrence of a pair at once, so no pair is learned twice;
+                # a repeat would give two ids for the same bytes, the first never produced
+                raise ValueError(f"BPETokenizer: merges[{i}] {list(pair)} repeats merges[{self.rank[pair]}]")
+            self.rank[pair] = i
+            self.merges.append(pair)
         if pattern is not None and not isinstance(pattern, str):
-            raise TypeError(f"BPETokenizer: pattern must be a regular expression string or None, got {pattern!r}")
+            raise TypeError(f"BPETokenizer: pattern must be a regular expression string or None, got {short(pattern)}")
         try:
             self.split_regex = None if pattern is None else regex.compile(pattern)
         except regex.error as err:
-            raise ValueError(f"BPETokenizer: pattern {pattern!r} is not a valid regular expression: {err}") from None
+            raise ValueError(
+                f"BPETokenizer: pattern {short(pattern)} is not a valid regular expression: {err}"
+            ) from None
         self.pattern = pattern
         # the bytes each id stands for: a byte itself, or the bytes of the pair it merged
         self.token_bytes = [bytes([b]) for b in range(_BYTES)]
         for a, b in self.merges:
             self.token_bytes.append(self.token_bytes[a] + self.token_bytes[b])
-        self.rank = {pair: i for i, pair in enumerate(self.merges)}  # (a, b) -> when it was learned
 
     @classmethod
     def train(cls, text, vocab_size, pattern=SPLIT_PATTERN):
@@ -175,19 +194,49 @@ class BPETokenizer(Tokenizer):
 
     @classmethod
     def from_dict(cls, d):
-        """The tokenizer that `to_dict` described; its vocab_size must agree with its number of merges."""
+        """The tokenizer that `to_dict` described, each field checked: its vocab_size must agree with its merges."""
         cls.check_dict(d, ["vocab_size", "pattern", "merges"])
-        if not isinstance(d["merges"], list):
-            raise ValueError(f"BPETokenizer.from_dict: 'merges' must be a list, got {type(d['merges']).__name__}")
-        if d["vocab_size"] != _BYTES + len(d["merges"]):
+        vocab_size = cls.field(d, "vocab_size", int, "an int")
+        merges = cls.field(d, "merges", list, "a list of [a, b] pairs")
+        pattern = cls.pattern_field(d)
+        if vocab_size != _BYTES + len(merges):
             raise ValueError(
-                f"BPETokenizer.from_dict: vocab_size {d['vocab_size']!r} does not match the {len(d['merges'])} "
-                f"merges (expected {_BYTES} + {len(d['merges'])} = {_BYTES + len(d['merges'])})"
+                f"BPETokenizer.from_dict: vocab_size {vocab_size} does not match the {len(merges)} "
+                f"merges (expected {_BYTES} + {len(merges)} = {_BYTES + len(merges)})"
             )
-        try:
-            return cls(d["merges"], d["pattern"])
-        except TypeError as err:
-            raise ValueError(f"BPETokenizer.from_dict: {err}") from None
+        return cls(merges, pattern)
+
+    @classmethod
+    def pattern_field(cls, d):
+        """d["pattern"], which must be null or one of KNOWN_PATTERNS (see `check_pattern`)."""
+        pattern = cls.field(d, "pattern", (str, type(None)), "a string or null")
+        return check_pattern(pattern, f"{cls.__name__}.from_dict")
+
+    def save(self, path):
+        """Write `to_dict()` to a JSON file; only a tokenizer with a known split pattern, so that it loads again."""
+        if self.pattern not in KNOWN_PATTERNS:
+            raise ValueError(
+                f"{type(self).__name__}.save: the split pattern {short(self.pattern)} is not one gradflow reads "
+                f"back from a file (see KNOWN_PATTERNS); train with pattern=SPLIT_PATTERN or None to save"
+            )
+        super().save(path)
+
+
+def check_pattern(pattern, where):
+    """`pattern` if it is one of KNOWN_PATTERNS; a split pattern read from a file is never compiled otherwise.
+
+    A regular expression is a program, and some take time exponential in the text's length: with
+    (a|a)+$ on a run of a's and one b, the matcher tries both branches at every a before it gives
+    up, so each extra character doubles the time (22 characters: 3 seconds; 40: days). A
+    tokenizer file is data, and data must not be able to stall gradflow, so a pattern from a file
+    must be one gradflow itself writes.
+    """
+    if pattern not in KNOWN_PATTERNS:
+        raise ValueError(
+            f"{where}: unknown split pattern {short(pattern)}; gradflow accepts only its known pre-tokenizer "
+            f"patterns (a pattern from a file could take time exponential in the text's length)"
+        )
+    return pattern
 
 
 def utf8(chunk, where):

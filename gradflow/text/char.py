@@ -61,10 +61,12 @@ class CharTokenizer(Tokenizer):
     def from_dict(cls, d):
         """The tokenizer that `to_dict` described; the characters must be sorted and distinct, as it writes them."""
         cls.check_dict(d, ["chars"])
-        chars = d["chars"]
-        if not isinstance(chars, str) or not chars:
-            raise ValueError(f"CharTokenizer.from_dict: 'chars' must be a non-empty string, got {chars!r:.60}")
-        if list(chars) != sorted(set(chars)):
-            # ids are positions in the sorted vocabulary: any other order would silently remap them
-            raise ValueError("CharTokenizer.from_dict: 'chars' must be sorted and without repeats")
+        chars = cls.field(d, "chars", str, "a non-empty string")
+        if not chars:
+            raise ValueError("CharTokenizer.from_dict: 'chars' must be a non-empty string, got ''")
+        # ids are positions in the sorted vocabulary: any other order would silently remap them
+        for a, b in zip(chars, chars[1:]):
+            if a >= b:
+                problem = f"{a!r} is listed twice" if a == b else f"{a!r} comes before {b!r}"
+                raise ValueError(f"CharTokenizer.from_dict: 'chars' must be sorted and without repeats: {problem}")
         return cls(chars)

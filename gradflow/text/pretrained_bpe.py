@@ -21,8 +21,14 @@ import numpy as np
 import regex
 
 from .bpe import SPLIT_PATTERN, BPETokenizer
+from .tokenizer import short
 
 CONTROL = 3  # the token type of control tokens in GGUF files
+
+# llama.cpp's name for the pre-tokenizer (tokenizer.ggml.pre) -> whether it isolates every number
+# character before GPT-2's pattern; a file naming another cuts text in ways gradflow does not
+# reproduce, so it is refused rather than encoded into ids its model never saw
+PRE_TOKENIZERS = {"smollm": True, "gpt-2": False}
 
 
 def _byte_to_char():
@@ -52,18 +58,37 @@ class PretrainedBPETokenizer(BPETokenizer):
     type_name = "pretrained_bpe"
 
     def __init__(self, tokens, merges, control=(), split_digits=False, pattern=SPLIT_PATTERN):
-        self.tokens, self.control, self.split_digits = list(tokens), sorted(int(i) for i in control), split_digits
-        self.token_id = {t: i for i, t in enumerate(self.tokens)}
-        if len(self.token_id) != len(self.tokens):
-            raise ValueError("PretrainedBPETokenizer: the vocabulary lists a token twice")
-        self.merge_strings = list(merges)
+        where = "PretrainedBPETokenizer"
+        self.tokens = _items(tokens, "tokens", str, "a string")
+        if not self.tokens:
+            raise ValueError(f"{where}: 'tokens' is empty")
+        self.token_id = {}
+        for i, t in enumerate(self.tokens):
+            # two ids for one string: encode could give only one of them, and decode would disagree
+            if self.token_id.setdefault(t, i) != i:
+                raise ValueError(f"{where}: tokens[{i}] {short(t)} repeats tokens[{self.token_id[t]}]")
+        self.control = set()
+        for k, i in enumerate(_items(control, "control", (int, np.integer), "an id")):
+            if not 0 <= i < len(self.tokens):
+                raise ValueError(f"{where}: control[{k}] {i} is outside the vocabulary [0, {len(self.tokens)})")
+            if i in self.control:
+                raise ValueError(f"{where}: control[{k}] {i} is listed twice")
+            if not self.tokens[i]:
+                # an empty control token would match between every two characters of any text
+                raise ValueError(f"{where}: control[{k}] is token {i}, which is empty")
+            self.control.add(int(i))
+        self.control = sorted(self.control)
+        if not isinstance(split_digits, bool):
+            raise ValueError(f"{where}: split_digits must be True or False, got {short(split_digits)}")
+        self.split_digits = split_digits
+        self.merge_strings = _items(merges, "merges", str, "a string 'a b'")
         # the internal id of each token string: a byte, or 256 + the merge that made it
         internal = {BYTE_TO_CHAR[b]: b for b in range(256)}
         pairs = []
         for i, merge in enumerate(self.merge_strings):
             parts = merge.split(" ")
             if len(parts) != 2 or parts[0] not in internal or parts[1] not in internal:
-                raise ValueError(f"PretrainedBPETokenizer: merge {i} {merge!r} is not two earlier tokens")
+                raise ValueError(f"{where}: merges[{i}] {short(merge)} is not two earlier tokens")
             pairs.append((internal[parts[0]], internal[parts[1]]))
             internal[parts[0] + parts[1]] = 256 + i
         super().__init__(pairs, pattern)
@@ -81,21 +106,41 @@ class PretrainedBPETokenizer(BPETokenizer):
         self.control_regex = regex.compile(f"({alternatives})") if control_tokens else None
 
     @classmethod
-    def from_gguf(cls, metadata):
-        """The tokenizer a GGUF file's metadata describes (tokenizer.ggml.* keys)."""
-        if metadata.get("tokenizer.ggml.model") != "gpt2":
+    def from_gguf(cls, metadata, source=None):
+        """The tokenizer a GGUF file's metadata describes (tokenizer.ggml.* keys); `source` names the file.
+
+        The metadata is checked before use: a byte-level BPE ("gpt2") tokenizer, a pre-tokenizer
+        gradflow reproduces, and one token type per token.
+        """
+        where = "PretrainedBPETokenizer.from_gguf" + (f": {source}" if source is not None else "")
+        model = metadata.get("tokenizer.ggml.model")
+        if model != "gpt2":
+            raise ValueError(f"{where}: expected a 'gpt2' (byte-level BPE) tokenizer, got {short(model)}")
+        missing = [k for k in ("tokens", "token_type", "merges") if f"tokenizer.ggml.{k}" not in metadata]
+        if missing:
+            raise ValueError(f"{where}: the file lacks {', '.join(f'tokenizer.ggml.{k}' for k in missing)}")
+        pre = metadata.get("tokenizer.ggml.pre")
+        if not isinstance(pre, str) or pre not in PRE_TOKENIZERS:
+            known = ", ".join(map(repr, PRE_TOKENIZERS))
+            raise ValueError(f"{where}: unknown pre-tokenizer {short(pre)}; gradflow reproduces only {known}")
+        tokens, types = metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.token_type"]
+        if not (isinstance(tokens, list) and isinstance(types, list)):
+            raise ValueError(f"{where}: tokenizer.ggml.tokens and tokenizer.ggml.token_type must be lists")
+        if len(types) != len(tokens):
             raise ValueError(
-                f"PretrainedBPETokenizer.from_gguf: expected a 'gpt2' (byte-level BPE) tokenizer, "
-                f"got {metadata.get('tokenizer.ggml.model')!r}"
+                f"{where}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens; "
+                f"there must be one per token"
             )
-        types = metadata["tokenizer.ggml.token_type"]
-        return cls(
-            metadata["tokenizer.ggml.tokens"],
-            metadata["tokenizer.ggml.merges"],
-            control=[i for i, t in enumerate(types) if t == CONTROL],
-            # llama.cpp's "smollm" pre-tokenizer isolates every number character before GPT-2's pattern
-            split_digits=metadata.get("tokenizer.ggml.pre") == "smollm",
-        )
+        try:
+            return cls(
+                tokens,
+                metadata["tokenizer.ggml.merges"],
+                control=[i for i, t in enumerate(types) if t == CONTROL],
+                # llama.cpp's "smollm" pre-tokenizer isolates every number character before GPT-2's pattern
+                split_digits=PRE_TOKENIZERS[pre],
+            )
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
 
     @property
     def vocab_size(self):
@@ -142,8 +187,26 @@ class PretrainedBPETokenizer(BPETokenizer):
 
     @classmethod
     def from_dict(cls, d):
+        """The tokenizer that `to_dict` described, each field checked (types here, contents in __init__)."""
         cls.check_dict(d, ["tokens", "merges", "control", "split_digits", "pattern"])
-        return cls(d["tokens"], d["merges"], d["control"], d["split_digits"], d["pattern"])
+        return cls(
+            cls.field(d, "tokens", list, "a list of strings"),
+            cls.field(d, "merges", list, "a list of 'a b' strings"),
+            cls.field(d, "control", list, "a list of ids"),
+            cls.field(d, "split_digits", bool, "true or false"),
+            cls.pattern_field(d),
+        )
 
     def __repr__(self):
         return f"{type(self).__name__}(vocab_size={self.vocab_size}, merges={len(self.merges)})"
+
+
+def _items(values, name, kinds, what):
+    """`values` as a list, or an error naming the first item that is not one of `kinds` (bool is never an id)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"PretrainedBPETokenizer: {name!r} must be a list, got {short(values)}")
+    values = list(values)
+    for i, v in enumerate(values):
+        if not isinstance(v, kinds) or isinstance(v, bool):
+            raise ValueError(f"PretrainedBPETokenizer: {name}[{i}] must be {what}, got {short(v)}")
+    return values

@@ -2,7 +2,13 @@
 
 A tokenizer is fully described by a small JSON-serialisable dict (`to_dict`), so a checkpoint can
 store it next to the weights and rebuild it without pickle. The dict's "type" field names the
-class: "char" for `CharTokenizer`, "bpe" for `BPETokenizer`.
+class: "char" for `CharTokenizer`, "bpe" for `BPETokenizer`, "pretrained_bpe" for
+`PretrainedBPETokenizer`.
+
+A dict read from a file is data from outside, so `from_dict` checks it field by field before
+using it: a missing key, a value of the wrong type, an id outside the vocabulary or a token listed
+twice would otherwise surface later as a KeyError deep inside encode, or worse, as a tokenizer
+that quietly maps text to other ids than the model was trained on.
 """
 
 import json
@@ -52,6 +58,18 @@ class Tokenizer:
         if missing:
             raise ValueError(f"{where}: the {cls.type_name!r} tokenizer dict lacks {', '.join(map(repr, missing))}")
 
+    @classmethod
+    def field(cls, d, key, kinds, what):
+        """d[key], or an error naming the field, what it must be, and the value found.
+
+        `kinds` are the accepted Python types. bool is an int to Python (True == 1), but never an
+        id or a size here, so it counts only where `kinds` names it.
+        """
+        value, kinds = d[key], kinds if isinstance(kinds, tuple) else (kinds,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{cls.__name__}.from_dict: {key!r} must be {what}, got {short(value)}")
+        return value
+
     def check_ids(self, ids, where):
         """`ids` as a 1-D int64 array, or an error naming the first id outside [0, vocab_size)."""
         ids = np.asarray(ids)
@@ -89,18 +107,30 @@ def read_tokenizer_json(path, where):
     return d
 
 
-def load_tokenizer(d_or_path):
-    """A tokenizer from a `to_dict()` dict or from a JSON file, of the class its "type" field names."""
+def short(value, limit=60):
+    """repr(value), cut to `limit` characters: an error message quotes a value, never a whole vocabulary."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def load_tokenizer(d_or_path, source=None):
+    """A tokenizer from a `to_dict()` dict or from a JSON file, of the class its "type" field names.
+
+    `source` names where a dict came from (a checkpoint's path, say) and starts every error
+    message, so that a user knows which file to look at; a path names itself.
+    """
     if isinstance(d_or_path, dict):
-        d, where = d_or_path, "load_tokenizer"
+        d, where = d_or_path, source or "load_tokenizer"
     elif isinstance(d_or_path, (str, os.PathLike)):
-        d, where = read_tokenizer_json(d_or_path, "load_tokenizer"), str(d_or_path)
+        d, where = read_tokenizer_json(d_or_path, "load_tokenizer"), source or str(d_or_path)
+    elif source is not None:  # read from a file: the file is wrong, not the call
+        raise ValueError(f"{source}: the tokenizer must be a JSON object, got {type(d_or_path).__name__}")
     else:
         raise TypeError(f"load_tokenizer: expected a dict or a path, got {type(d_or_path).__name__}")
     kind = d.get("type")
-    if kind not in _TOKENIZERS:
+    if not isinstance(kind, str) or kind not in _TOKENIZERS:
         known = ", ".join(repr(k) for k in sorted(_TOKENIZERS))
-        raise ValueError(f"{where}: unknown tokenizer type {kind!r} (known types: {known})")
+        raise ValueError(f"{where}: unknown tokenizer type {short(kind)} (known types: {known})")
     try:
         return _TOKENIZERS[kind].from_dict(d)
     except ValueError as err:
