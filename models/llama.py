@@ -9,6 +9,7 @@ logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings
 SmolLM2-135M-Instruct with its tokenizer, ready to chat.
 """
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -116,20 +117,45 @@ def halves_from_pairs(w, n_heads):
     return w.reshape(n_heads, d // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
-def config_from_gguf(metadata, rope_interleaved=False):
-    """A LlamaConfig from a GGUF file's llama.* metadata."""
+def config_from_gguf(metadata, rope_interleaved=False, source="config_from_gguf"):
+    """A LlamaConfig from a GGUF file's llama.* metadata; every error starts with `source`, naming the file.
+
+    Each size is checked to be a positive number before it builds anything: a damaged or foreign
+    file could say 0 heads, or a block count of a billion, and the model would fail far from here.
+    The vocabulary is the tokenizer's token list, so llama.vocab_size, the architecture's own
+    count, must agree with it.
+    """
     arch = metadata.get("general.architecture")
     if arch != "llama":
-        raise ValueError(f"config_from_gguf: expected a 'llama' model file, got architecture {arch!r}")
+        raise ValueError(f"{source}: expected a 'llama' model file, got architecture {arch!r}")
+
+    def number(key, kind=int):  # metadata[key] as a positive int or float, or an error naming key and value
+        value = metadata.get(key)
+        if value is None:
+            raise ValueError(f"{source}: the file lacks the metadata key {key}")
+        finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not finite or value <= 0 or value != kind(value):
+            raise ValueError(f"{source}: {key} must be a positive {kind.__name__}, got {value!r}")
+        return kind(value)
+
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list):
+        raise ValueError(f"{source}: the file lacks the token list tokenizer.ggml.tokens")
+    declared = metadata.get("llama.vocab_size", len(tokens))  # optional in GGUF
+    if declared != len(tokens):
+        raise ValueError(
+            f"{source}: the tokenizer lists {len(tokens)} tokens but the model's llama.vocab_size is {declared!r}; "
+            f"the file's tokenizer and model disagree"
+        )
     return LlamaConfig(
-        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
-        n_layer=int(metadata["llama.block_count"]),
-        d_model=int(metadata["llama.embedding_length"]),
-        n_heads=int(metadata["llama.attention.head_count"]),
-        n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
-        d_ff=int(metadata["llama.feed_forward_length"]),
-        rope_base=float(metadata["llama.rope.freq_base"]),
-        eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
+        vocab_size=len(tokens),
+        n_layer=number("llama.block_count"),
+        d_model=number("llama.embedding_length"),
+        n_heads=number("llama.attention.head_count"),
+        n_kv_heads=number("llama.attention.head_count_kv"),
+        d_ff=number("llama.feed_forward_length"),
+        rope_base=number("llama.rope.freq_base", float),
+        eps=number("llama.attention.layer_norm_rms_epsilon", float),
         rope_interleaved=rope_interleaved,
     )
 
@@ -140,15 +166,38 @@ def from_gguf(file, rope_interleaved=False):
     The model is built shape-only (`nn.init.meta()`), then each parameter receives its tensor,
     dequantized one at a time, so memory peaks near the float32 model itself. `rope_interleaved`
     keeps the file's q/k row order and rotates adjacent pairs (see `halves_from_pairs`).
+
+    Before any weight is read, the file must agree with itself: as many blocks of tensors as
+    llama.block_count says, and an embedding row for every token of its tokenizer (a model whose
+    tokenizer has more ids than its embedding has rows fails at the first rare token; one with
+    fewer never produces some of its rows).
     """
     f = file if isinstance(file, GGUFFile) else GGUFFile(file)
-    config = replace(config_from_gguf(f.metadata, rope_interleaved), tie_weights="output.weight" not in f.tensors)
-    with nn.init.meta():
-        model = Llama(config)
+    where = f"from_gguf: {f.path}"
+    config = config_from_gguf(f.metadata, rope_interleaved, source=where)
+    config = replace(config, tie_weights="output.weight" not in f.tensors)
+    blocks = {name.split(".")[1] for name in f.tensors if name.startswith("blk.")}
+    if len(blocks) != config.n_layer:  # checked first: a block count of a billion would build for ever
+        raise ValueError(
+            f"{where}: llama.block_count is {config.n_layer} but the file holds tensors for {len(blocks)} blocks"
+        )
+    for name in ("token_embd.weight", "output.weight"):
+        if name in f.tensors and f.shape(name)[0] != config.vocab_size:
+            raise ValueError(
+                f"{where}: the tokenizer lists {config.vocab_size} tokens but {name} has {f.shape(name)[0]} rows; "
+                f"the file's tokenizer and model disagree"
+            )
+    try:
+        with nn.init.meta():
+            model = Llama(config)
+    except ValueError as err:  # sizes that do not fit together, such as heads that do not divide the width
+        raise ValueError(f"{where}: its sizes do not make a model: {err}") from None
     for name, p in model.named_parameters():  # tied: lm_head.weight is embed_tokens.weight, loaded once
         source = gguf_name(name)
+        if source not in f.tensors:
+            raise ValueError(f"{where}: the file has no tensor {source!r}, which {name} needs")
         if f.shape(source) != p.shape:
-            raise ValueError(f"from_gguf: {source} has shape {f.shape(source)}, {name} needs {p.shape}")
+            raise ValueError(f"{where}: {source} has shape {f.shape(source)}, {name} needs {p.shape}")
         w = f.array(source)
         if not rope_interleaved and name.endswith(("q_proj.weight", "k_proj.weight")):
             w = halves_from_pairs(w, config.n_heads if "q_proj" in name else config.n_kv_heads)
@@ -159,11 +208,12 @@ def from_gguf(file, rope_interleaved=False):
 def smollm2_instruct(rope_interleaved=False):
     """SmolLM2-135M-Instruct, 4-bit weights dequantized to float32: (model, tokenizer), fetched on first use.
 
-    The file is read once; its reader (170 MB of mapped file and parsed metadata) is let go when
-    this returns, so what stays is the 538 MB of float32 weights and the tokenizer.
+    `smollm2_path` gives the file only if its sha256 is the known one. The file is read once; its
+    reader (170 MB of mapped file and parsed metadata) is let go when this returns, so what stays
+    is the 538 MB of float32 weights and the tokenizer.
     """
     f = GGUFFile(smollm2_path())
-    return from_gguf(f, rope_interleaved), PretrainedBPETokenizer.from_gguf(f.metadata)
+    return from_gguf(f, rope_interleaved), PretrainedBPETokenizer.from_gguf(f.metadata, source=f.path)
 
 
 def qwen2_0_5b():

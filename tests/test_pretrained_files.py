@@ -355,3 +355,84 @@ def test_a_missing_gguf_or_a_directory_is_named(tmp_path):
         GGUFFile(tmp_path / "no.gguf")
     with pytest.raises(IsADirectoryError, match=f"^GGUFFile: {re.escape(str(tmp_path))} is a directory"):
         GGUFFile(tmp_path)
+
+
+def load(path):
+    """Model and tokenizer from a GGUF file, as smollm2_instruct loads them."""
+    from gradflow.pretrained import GGUFFile
+    from gradflow.text import PretrainedBPETokenizer
+    from models.llama import from_gguf
+
+    f = GGUFFile(path)
+    return from_gguf(f), PretrainedBPETokenizer.from_gguf(f.metadata, source=path)
+
+
+def tokens_with(**replaced):
+    """The tiny file's token list with tokens replaced by id: tokens_with(t261="he")."""
+    from gradflow.text.pretrained_bpe import BYTE_TO_CHAR
+
+    tokens = CONTROL_TOKENS + [BYTE_TO_CHAR[b] for b in range(256)] + ["Ġt", "he", "Ġthe"]
+    for key, token in replaced.items():
+        tokens[int(key[1:])] = token
+    return tokens
+
+
+TOK = "PretrainedBPETokenizer.from_gguf: {path}: "
+MOD = "from_gguf: {path}: "
+DISAGREE = "; the file's tokenizer and model disagree"
+
+# what is broken -> (write_gguf's arguments that break it, the message)
+BROKEN = {
+    "embedding rows": (
+        dict(embed_rows=300),
+        MOD + "the tokenizer lists 262 tokens but token_embd.weight has 300 rows" + DISAGREE,
+    ),
+    "llama.vocab_size": (
+        dict(metadata={"llama.vocab_size": 300}),
+        MOD + "the tokenizer lists 262 tokens but the model's llama.vocab_size is 300" + DISAGREE,
+    ),
+    "token types": (
+        dict(types=[1] * 100),
+        TOK + "tokenizer.ggml.token_type has 100 entries for 262 tokens; there must be one per token",
+    ),
+    "a token twice": (
+        dict(tokens=tokens_with(t261="he")),
+        TOK + "PretrainedBPETokenizer: tokens[261] 'he' repeats tokens[260]",
+    ),
+    "pre-tokenizer": (
+        dict(pre="llama-bpe"),
+        TOK + "unknown pre-tokenizer 'llama-bpe'; gradflow reproduces only 'smollm', 'gpt-2'",
+    ),
+    "block count": (
+        dict(metadata={"llama.block_count": 3}),
+        MOD + "llama.block_count is 3 but the file holds tensors for 2 blocks",
+    ),
+    "missing key": (
+        dict(metadata={"llama.feed_forward_length": None}),
+        MOD + "the file lacks the metadata key llama.feed_forward_length",
+    ),
+    "zero heads": (
+        dict(metadata={"llama.attention.head_count": 0}),
+        MOD + "llama.attention.head_count must be a positive int, got 0",
+    ),
+    "odd head width": (
+        dict(metadata={"llama.attention.head_count": 3}),
+        MOD + "its sizes do not make a model: RotaryEmbedding: head_dim must be even, got 21",
+    ),
+    "missing tensor": (
+        dict(skip=["blk.1.ffn_up.weight"]),
+        MOD + "the file has no tensor 'blk.1.ffn_up.weight', which layers.1.ffn.up_proj.weight needs",
+    ),
+    "architecture": (
+        dict(metadata={"general.architecture": "qwen2"}),
+        MOD + "expected a 'llama' model file, got architecture 'qwen2'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_gguf_that_disagrees_with_itself_is_one_line_naming_the_file(tmp_path, case):
+    broken, message = BROKEN[case]
+    path = write_gguf(tmp_path / "broken.gguf", **broken)
+    with pytest.raises(ValueError, match=f"^{re.escape(message.format(path=path))}$"):
+        load(path)
