@@ -112,7 +112,7 @@ def _is_size(value):
 
 def tokenizer_for(ckpt, model):
     """The checkpoint's tokenizer, checked to speak the model's vocabulary."""
-    tokenizer = load_tokenizer(ckpt.meta.get("tokenizer"))
+    tokenizer = load_tokenizer(ckpt.meta.get("tokenizer"), source=f"checkpoint {ckpt.path}: tokenizer")
     if tokenizer.vocab_size != model.config.vocab_size:
         raise CheckpointError(
             f"checkpoint {ckpt.path}: its tokenizer has {tokenizer.vocab_size} tokens but the model "
