@@ -8,6 +8,7 @@ x.grad
 """
 
 from . import functional, nn, ops, optim
+from .anomaly import AnomalyError, detect_anomaly
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad
 from .creation import (
     arange,
@@ -35,7 +36,8 @@ from .tensor import Tensor, matmul
 __version__ = "0.1.0"
 
 __all__ = [
-    "Function", "GradcheckError", "Tensor", "arange", "cat", "draw_graph", "enable_grad", "full", "full_like",
+    "AnomalyError", "Function", "GradcheckError", "Tensor", "arange", "cat", "detect_anomaly", "draw_graph",
+    "enable_grad", "full", "full_like",
     "functional", "get_default_dtype", "get_num_threads", "get_rng_state", "gradcheck", "is_grad_enabled",
     "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad", "optim", "numerical_grad", "profile", "ones",
     "ones_like", "ops", "rand", "rand_like", "randn", "randn_like", "set_default_dtype", "set_num_threads",

@@ -20,6 +20,7 @@ from .dtype import get_default_dtype
 _grad_enabled = True
 _scope = ()  # the Modules whose forward is running, outermost first: recorded on each node for drawings
 _profiler = None  # set by gradflow.profile(): receives (op name, "forward" or "backward", seconds)
+_anomaly = False  # True inside gradflow.detect_anomaly(): every output and gradient is checked for NaN/inf
 
 
 def is_grad_enabled():
@@ -109,6 +110,7 @@ class Function:
 
     name = None  # how errors and graph drawings call the op; defaults to the class name in snake_case
     _saved = ()
+    _saved_versions = ()  # (input index, input, its version) for each input whose memory forward saved
     _freed = False
     _retained = None
 
@@ -149,7 +151,7 @@ class Function:
         """Run forward on the inputs' arrays and, if any input requires grad, record the node."""
         # (list comprehensions and _requires_grad: this runs for every op, so each microsecond counts)
         tensors = tuple([x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs])
-        arrays = [None if t is None else t.data for t in tensors]
+        arrays = [None if t is None else t._data for t in tensors]  # _data: the array itself, unguarded
         ctx = cls()
         if _grad_enabled:
             ctx.needs_input_grad = needs = tuple([t is not None and t._requires_grad for t in tensors])
@@ -164,12 +166,19 @@ class Function:
         if _profiler:
             _profiler.record(cls.name, "forward", time.perf_counter() - start)
         out = _keep_dtype(out if type(out) is np.ndarray else np.asarray(out), arrays)
+        if _anomaly:
+            anomaly.check_forward(ctx, out, tensors, params)
         if not ctx._recording:
             return Tensor._make(out, requires_grad=False, grad_fn=None)
         ctx.inputs = tensors
         ctx.params = params
         ctx.scope = _scope
-        return Tensor._make(out, requires_grad=True, grad_fn=ctx)
+        result = Tensor._make(out, requires_grad=True, grad_fn=ctx)
+        if out.base is not None:  # a view (reshape, transpose, slice) shares its input's memory, and its guards
+            result._base = _viewed(out, tensors, arrays)
+        if ctx._saved:
+            _guard_saved(ctx, arrays, result)
+        return result
 
     def _release(self):
         """Free what forward saved; keep the graph's structure so it can still be drawn."""
@@ -180,6 +189,69 @@ class Function:
 
     def __repr__(self):
         return f"<{self.name}>"
+
+
+def _same_memory(s, a):
+    """True if array s is array a or a view of a's memory (numpy's .base is the array owning the memory)."""
+    return s is a or s.base is a or (a.base is not None and s.base is a.base and np.may_share_memory(s, a))
+
+
+def _viewed(out, tensors, arrays):
+    """The tensor whose memory `out` views, when it is an input's (None if it is another array's)."""
+    for t, a in zip(tensors, arrays):
+        if a is not None and _same_memory(out, a):
+            return t if t._base is None else t._base
+    return None
+
+
+def _guard_saved(ctx, arrays, out):
+    """Guard the memory forward saved, of inputs or of the output, until backward has used it.
+
+    backward computes with the saved arrays, so they must still hold the forward pass's values:
+    each saved input's version is remembered, for backward to compare (an optimizer's in-place
+    update raises it), and writes through `.data` are refused while this node lives (Tensor.data).
+    """
+    saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
+    versions = []
+    for i, (t, a) in enumerate(zip(ctx.inputs, arrays)):
+        if a is not None and any(_same_memory(s, a) for s in saved):
+            versions.append((i, t, t.version))
+            t._hold(ctx, i)
+    if any(_same_memory(s, out._data) for s in saved):  # softmax and exp save their output
+        out._hold(ctx, None)
+    ctx._saved_versions = tuple(versions)
+
+
+def describe(t, scope=()):
+    """How errors name a tensor: 'weight of shape (4, 3)' (its .name, or its name as a parameter of the
+    modules in `scope`), else 'a tensor of shape (4, 3)'; a view also names the tensor it views."""
+    name = t.name or _parameter_name(t, scope)
+    text = f"{name} of shape {t.shape}" if name else f"a tensor of shape {t.shape}"
+    return text if t._base is None else f"{text}, a view of {describe(t._base, scope)}"
+
+
+def _parameter_name(t, scope):
+    """t's dotted name among the parameters of the modules in scope (outermost first), or None. The
+    op's own module is searched first, so a shared weight is called by the name it has there."""
+    if not scope:
+        return None
+    tree = list(scope[0].named_modules())
+    prefixes = {id(m): prefix for prefix, m in tree}
+    for m in [*reversed(scope), *(m for _, m in tree)]:
+        for name, p in m._parameters.items():
+            if p is t:
+                prefix = prefixes.get(id(m), "")
+                return f"{prefix}.{name}" if prefix else name
+    return None
+
+
+def module_path(scope):
+    """The dotted name of the innermost module of `scope` in the outermost one (e.g. blocks.2.attn),
+    the outermost's class name for an op in its own forward, None outside any module."""
+    if not scope:
+        return None
+    names = {id(m): name for name, m in scope[0].named_modules()}
+    return names.get(id(scope[-1])) or type(scope[0]).__name__
 
 
 def _op_error(name, error, tensors):
@@ -256,16 +328,28 @@ def backward(root, grad=None, retain_graph=False):
         root._accumulate_grad(grad)
         return
 
+    if _anomaly:
+        anomaly.check_given_grad(grad)
     pending = {root.grad_fn: grad}
     for node in topological_order(root.grad_fn):
         grad = pending.pop(node, None)
         if grad is None:  # nothing flowed here (its output's gradient was None)
+            if not retain_graph:
+                node._release()
             continue
         if node._freed:
             raise RuntimeError(
                 f"backward: trying to backward through the graph a second time, but {node.name} freed its "
                 "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
             )
+        for i, t, version in node._saved_versions:
+            if t.version != version:
+                raise RuntimeError(
+                    f"backward: {node.name}'s saved input {i} ({describe(t, node.scope)}) was modified in place "
+                    f"after the forward pass (version {version}, now {t.version}); backward needs the values the "
+                    "forward pass used: run the forward pass again after changing them (optimizer.step() "
+                    "changes every parameter)"
+                )
         retained = node._retained and node._retained()
         if retained is not None:
             retained._accumulate_grad(grad)
@@ -273,6 +357,8 @@ def backward(root, grad=None, retain_graph=False):
         input_grads = _as_grad_tuple(node, type(node).backward(node, grad))
         if _profiler:
             _profiler.record(node.name, "backward", time.perf_counter() - start)
+        if _anomaly:
+            anomaly.check_backward(node, input_grads)
         for i, (t, g) in enumerate(zip(node.inputs, input_grads)):
             if g is None or not node.needs_input_grad[i]:
                 continue
@@ -281,6 +367,8 @@ def backward(root, grad=None, retain_graph=False):
                 t._accumulate_grad(g)
             elif t.grad_fn in pending:
                 pending[t.grad_fn] = pending[t.grad_fn] + g
+                if _anomaly:
+                    anomaly.check_sum(t.grad_fn, pending[t.grad_fn])
             else:
                 pending[t.grad_fn] = g
         if not retain_graph:
@@ -323,4 +411,5 @@ def set_retained(node, tensor):
     node._retained = weakref.ref(tensor)
 
 
+from . import anomaly  # noqa: E402  (anomaly.py uses this module's helpers)
 from .tensor import Tensor  # noqa: E402  (tensor.py imports this module first)

@@ -6,6 +6,7 @@ Every operator and method here only checks its arguments and calls one op's `app
 """
 
 import math
+import weakref
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from .dtype import FLOAT_DTYPES, get_default_dtype, is_float
 def as_array(data, dtype=None):
     """A numpy array from data: a numpy array keeps its dtype, Python floats get the default one."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if isinstance(data, (np.ndarray, np.generic)):
         array = np.array(data, dtype=dtype)
     else:
@@ -77,7 +78,7 @@ def _index_arg(index):
     out = []
     for i in index:
         if isinstance(i, Tensor):
-            i = i.data
+            i = i._data
         elif isinstance(i, list):
             i = np.array(i)
         if isinstance(i, np.ndarray) and i.dtype == bool:
@@ -97,6 +98,11 @@ class Tensor:
     __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
     __hash__ = object.__hash__  # == compares elements, as in numpy; identity stays the hash
 
+    # Guarding what backward needs (class-level defaults, so that making a tensor costs nothing more):
+    _version = 0  # how many in-place updates its memory has had (see in_place); a view counts its base's
+    _base = None  # for a view of another tensor's memory (reshape, transpose, slice, detach): that tensor
+    _saved_by = None  # [(weak reference to an op's node, input index)]: ops that saved this memory for backward
+
     def __init__(self, data, requires_grad=False, dtype=None):
         self._init(as_array(data, dtype), False, None)
         self.requires_grad = requires_grad
@@ -108,13 +114,57 @@ class Tensor:
         return t
 
     def _init(self, data, requires_grad, grad_fn):
-        self.data = data
+        self._data = data
         self._requires_grad = requires_grad
         self.grad_fn = grad_fn
         self._grad = None
         self.name = None
 
     # --- attributes ----------------------------------------------------------------------------
+
+    @property
+    def data(self):
+        """The numpy array. While an op recorded in a live graph keeps it for backward, a read-only
+        view of it that refuses to be written into, naming the op (see SavedArray)."""
+        holder = self._holder()
+        return self._data if holder is None else SavedArray.of(self, holder)
+
+    @data.setter
+    def data(self, value):
+        """Replace the array: always allowed, since a graph that saved the old array keeps it."""
+        self._data = np.array(value) if isinstance(value, SavedArray) else value  # a copy: never a way in
+
+    @property
+    def version(self):
+        """How many times this tensor's memory has been updated in place (by in_place()); a view
+        counts the updates of the tensor it views."""
+        return (self if self._base is None else self._base)._version
+
+    def in_place(self):
+        """The array itself, for an update that writes into it (an optimizer's step). The version goes
+        up by one, so backward through a graph that saved the old values refuses to use the new ones."""
+        (self if self._base is None else self._base)._version += 1
+        return self._data
+
+    def _holder(self):
+        """(node, input index) of a live, not yet backwarded op that saved this memory, or None."""
+        owner = self if self._base is None else self._base
+        held = owner._saved_by
+        while held:  # the newest first; entries of freed or deleted graphs are dropped on the way
+            node = held[-1][0]()
+            if node is not None and not node._freed:
+                return node, held[-1][1]
+            held.pop()
+        return None
+
+    def _hold(self, node, index):
+        """Record that `node` saved this memory (as its input `index`, or its output when None)."""
+        owner = self if self._base is None else self._base
+        if owner._saved_by is None:
+            owner._saved_by = []
+        elif len(owner._saved_by) >= 8:  # a parameter is saved at every step: forget finished graphs
+            owner._saved_by = [h for h in owner._saved_by if (n := h[0]()) is not None and not n._freed]
+        owner._saved_by.append((weakref.ref(node), index))
 
     @property
     def requires_grad(self):
@@ -151,10 +201,10 @@ class Tensor:
         else:
             self._grad += g
 
-    shape = property(lambda self: self.data.shape)
-    dtype = property(lambda self: self.data.dtype)
-    ndim = property(lambda self: self.data.ndim)
-    size = property(lambda self: self.data.size)
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
+    ndim = property(lambda self: self._data.ndim)
+    size = property(lambda self: self._data.size)
 
     @property
     def is_leaf(self):
@@ -170,7 +220,7 @@ class Tensor:
     def item(self):
         if self.size != 1:
             raise ValueError(f"item: only a one-element tensor converts to a Python number, shape is {self.shape}")
-        return self.data.item()
+        return self._data.item()
 
     def __float__(self):
         return float(self.item())
@@ -184,11 +234,14 @@ class Tensor:
                 f"bool: a tensor of shape {self.shape} has no single truth value; "
                 "use x.data.any() or x.data.all(), or reduce it first"
             )
-        return bool(self.data)
+        return bool(self._data)
 
     def detach(self):
-        """The same data as a new leaf, outside the graph: gradients stop here."""
-        return Tensor._make(self.data, False, None)
+        """The same data as a new leaf, outside the graph: gradients stop here. It shares the
+        memory, so it shares what guards that memory too (version and saved-array checks)."""
+        t = Tensor._make(self._data, False, None)
+        t._base = self if self._base is None else self._base
+        return t
 
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in .grad after backward (leaves always keep theirs)."""
@@ -205,7 +258,7 @@ class Tensor:
         return self.shape[0]
 
     def __repr__(self):
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        body = np.array2string(self._data, separator=", ", prefix="tensor(")
         extras = []
         if self.dtype != get_default_dtype():
             extras.append(f"dtype={self.dtype}")
@@ -266,7 +319,7 @@ class Tensor:
     def _compare(self, fn, other):
         other = _lift(other, self)
         broadcast_shape(fn.__name__, self.shape, other.shape)
-        return Tensor._make(fn(self.data, other.data), False, None)
+        return Tensor._make(fn(self._data, other._data), False, None)
 
     def __eq__(self, other):
         return self._compare(np.equal, other)
@@ -365,7 +418,7 @@ class Tensor:
         """Indices of the largest values (integers, outside the graph)."""
         if axis is not None:
             axis = normalize_axis("argmax", axis, self.shape)
-        return Tensor._make(np.argmax(self.data, axis=axis, keepdims=keepdims), False, None)
+        return Tensor._make(np.argmax(self._data, axis=axis, keepdims=keepdims), False, None)
 
     def softmax(self, axis=-1):
         return ops.Softmax.apply(self, axis=normalize_axis("softmax", axis, self.shape))
@@ -478,3 +531,84 @@ def matmul(a, b):
             f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
         ) from None
     return ops.Matmul.apply(a, b)
+
+
+# --- the arrays backward needs ------------------------------------------------------------------
+
+
+class SavedArray(np.ndarray):
+    """What `tensor.data` hands out while an op in a live graph keeps the tensor's memory for backward.
+
+    Backward computes with the arrays forward saved: dL/dW = G^T x needs the x that forward saw.
+    Writing into x between forward and backward (x.data[...] = v, x.data *= 2) would make backward
+    use numbers the forward pass never saw, and nothing would tell. This read-only view refuses such
+    writes with one line naming the op and the tensor; reading works as with any array and gives
+    plain arrays. Its copy is an ordinary array, and assigning a new array (x.data = v) is always
+    allowed: the graph keeps the old one. The tensor's own array is never made read-only, so the
+    optimizer still updates it in place (in_place() counts that update; backward then refuses).
+    """
+
+    _holder = None  # (tensor, op name, input index or None for its output, op's modules), None on a copy
+
+    @classmethod
+    def of(cls, tensor, holder):
+        node, index = holder
+        view = tensor._data.view(cls)
+        view.flags.writeable = False  # this view's flag only: writes that bypass the checks below fail too
+        view._holder = (tensor, node.name, index, node.scope)
+        return view
+
+    def __array_finalize__(self, obj):
+        # a view of it (a slice, a transpose) is guarded too; a copy, in its own memory, is not
+        self._holder = getattr(obj, "_holder", None) if self.base is not None else None
+
+    def _refuse(self):
+        if self._holder is not None:
+            tensor, op, index, scope = self._holder
+            role = "its output" if index is None else f"its input {index}"
+            raise RuntimeError(
+                f"tensor.data: {autograd.describe(tensor, scope)} cannot be written in place: {op} saved it "
+                f"({role}) for a backward pass that has not run; write after backward() (or once the graph "
+                "is deleted), write into a copy, or assign a new array (x.data = ...)"
+            )
+
+    def __setitem__(self, index, value):
+        self._refuse()
+        super().__setitem__(index, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        # in-place operators (x.data *= 2) are ufuncs writing into out=; ufunc.at writes into its first input
+        for a in (out or ()) + (inputs[:1] if method == "at" else ()):
+            if isinstance(a, SavedArray):
+                a._refuse()
+        inputs = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in out)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _WRITE_INTO_FIRST and args and isinstance(args[0], SavedArray):
+            args[0]._refuse()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def fill(self, value):
+        self._refuse()
+        super().fill(value)
+
+    def put(self, *args, **kwargs):
+        self._refuse()
+        super().put(*args, **kwargs)
+
+    def sort(self, *args, **kwargs):
+        self._refuse()
+        super().sort(*args, **kwargs)
+
+    def partition(self, *args, **kwargs):
+        self._refuse()
+        super().partition(*args, **kwargs)
+
+    def copy(self, order="C"):
+        return self.view(np.ndarray).copy(order)  # an ordinary array
+
+
+_WRITE_INTO_FIRST = {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}

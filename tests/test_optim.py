@@ -82,6 +82,30 @@ def test_bad_options_are_clear_errors():
         gf.optim.Adam([{"params": [p], "momentum": 0.9}])
 
 
+def test_a_parameter_given_twice_is_refused():
+    w, b = Parameter(np.ones((4, 3))), Parameter(np.ones(4))
+    message = "AdamW: a parameter of shape (4, 3) appears twice in the parameter list"
+    with pytest.raises(ValueError) as e:  # in one group: it would take two steps per step
+        gf.optim.AdamW([w, b, w])
+    assert str(e.value) == message
+    with pytest.raises(ValueError) as e:  # across groups: which group's options would apply?
+        gf.optim.AdamW([{"params": [w, b]}, {"params": [w], "weight_decay": 0.0}])
+    assert str(e.value) == message
+    with pytest.raises(ValueError) as e:
+        gf.optim.SGD([b, b])
+    assert str(e.value) == "SGD: a parameter of shape (4,) appears twice in the parameter list"
+    gf.optim.AdamW([w, Parameter(np.ones((4, 3)))])  # equal values, two parameters: fine
+
+
+def test_a_step_counts_as_an_in_place_update():
+    p = Parameter(np.array([1.0, 2.0]))
+    opt = gf.optim.Adam([p])
+    p.grad = np.array([0.1, 0.2])
+    opt.step()
+    opt.step()
+    assert p.version == 2
+
+
 def test_warmup_cosine_schedule_by_hand():
     s = gf.optim.WarmupCosine(max_lr=1.0, warmup=4, decay=12, min_lr=0.1)
     assert [s(t) for t in range(4)] == [0.25, 0.5, 0.75, 1.0]

@@ -26,11 +26,11 @@ class Adam(Optimizer):
     def update(self, p, g, state, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if wd and self.decoupled:
-            p.data *= 1 - lr * wd  # AdamW: shrink the weights directly, apart from the gradient statistics
+            p *= 1 - lr * wd  # AdamW: shrink the weights directly, apart from the gradient statistics
         elif wd:
-            g = g + wd * p.data
+            g = g + wd * p
         if not state:
-            state.update(step=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
+            state.update(step=0, m=np.zeros_like(p), v=np.zeros_like(p))
         state["step"] += 1
         t, m, v = state["step"], state["m"], state["v"]
         scratch = np.empty_like(m)  # every pass below runs in place, in m, v, p or this one buffer
@@ -45,7 +45,7 @@ class Adam(Optimizer):
         denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
         step = np.divide(m, denom, out=scratch)
         step *= lr / (1 - beta1**t)
-        p.data -= step  # lr m_hat / (sqrt(v_hat) + eps)
+        p -= step  # lr m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):

@@ -21,9 +21,15 @@ class Optimizer:
             if unknown:
                 raise ValueError(f"{type(self).__name__}: unknown options {sorted(unknown)} in a parameter group")
             self.param_groups.append({**defaults, **group, "params": list(group["params"])})
+        seen = set()
         for p in self.parameters():
             if not p.requires_grad:
                 raise ValueError(f"{type(self).__name__}: a parameter of shape {p.shape} does not require grad")
+            if id(p) in seen:  # it would be updated twice per step, and its state would be shared
+                raise ValueError(
+                    f"{type(self).__name__}: a parameter of shape {p.shape} appears twice in the parameter list"
+                )
+            seen.add(id(p))
         self.state = {}  # id(param) -> dict of arrays and counters
 
     def parameters(self):
@@ -34,12 +40,15 @@ class Optimizer:
             p.grad = None
 
     def step(self):
+        """Update every parameter that has a gradient, in place (p.in_place() counts the update, so a
+        graph recorded before the step refuses to backward through the old values)."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self.update(p, p.grad, self.state.setdefault(id(p), {}), group)
+                    self.update(p.in_place(), p.grad, self.state.setdefault(id(p), {}), group)
 
     def update(self, p, g, state, group):
+        """Update p, the parameter's array, in place, from its gradient g."""
         raise NotImplementedError
 
     def state_dict(self):

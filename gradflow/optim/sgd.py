@@ -15,8 +15,8 @@ class SGD(Optimizer):
 
     def update(self, p, g, state, group):
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p.data
+            g = g + group["weight_decay"] * p
         if group["momentum"]:
             state["momentum"] = g.copy() if "momentum" not in state else group["momentum"] * state["momentum"] + g
             g = state["momentum"]
-        p.data -= group["lr"] * g
+        p -= group["lr"] * g
