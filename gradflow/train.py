@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .anomaly import detect_anomaly
 from .autograd import no_grad
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data_parallel import DataParallel
@@ -342,11 +343,7 @@ class Trainer:
         return sums
 
     def _anomaly_mode(self):
-        if not self.config.detect_anomaly:
-            return contextlib.nullcontext()
-        from .anomaly import detect_anomaly
-
-        return detect_anomaly()
+        return detect_anomaly() if self.config.detect_anomaly else contextlib.nullcontext()
 
     def _divergence(self, loss, norm):
         """The one line that says where a run diverged, and what was kept."""

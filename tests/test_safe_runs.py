@@ -154,6 +154,19 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, d
     assert (out / "ckpt.npz").read_bytes() == good
 
 
+def test_detect_anomaly_names_the_first_op_of_a_diverging_run(tmp_path, data, capsys):
+    out = tmp_path / "run"
+    assert train(out, data, "--max-iters", "2", "--eval-interval", "2") == 0
+    capsys.readouterr()
+    good = (out / "ckpt.npz").read_bytes()
+    flags = ["--max-iters", "60", "--lr", "1e30", "--schedule", "constant", "--detect-anomaly"]
+    assert main(["train", "--resume", "--out-dir", str(out), *flags]) == 1
+    line = error_line(capsys)
+    assert line.startswith("gradflow train: detect_anomaly: forward: linear in blocks.0.attn.q_proj produced NaN")
+    assert "from finite inputs; input shapes (2, 8, 16), (16, 16), None; called at" in line
+    assert (out / "ckpt.npz").read_bytes() == good
+
+
 def test_a_checkpoint_with_non_finite_weights_is_never_written_nor_resumed(tmp_path, data, capsys):
     out = tmp_path / "run"
     assert train(out, data, "--max-iters", "2", "--eval-interval", "2") == 0
