@@ -7,6 +7,11 @@ are the differentiable inputs (Tensors); keyword arguments are constants (axis, 
 
 `backward()` visits the graph in reverse topological order, so a node runs only after every
 gradient flowing into its output has been summed:  dL/dx = sum over uses u of x of dL/du du/dx.
+
+Backward computes with the arrays forward saved, so they must still hold the forward pass's values
+when it runs. A node remembers the version of each input whose memory it saved, and backward
+refuses to run if one went up (an optimizer's step updates the parameters in place and counts it);
+while the node lives, writes into that memory through `tensor.data` are refused (SavedArray).
 """
 
 import functools

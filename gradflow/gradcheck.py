@@ -64,13 +64,14 @@ def numerical_grad(fn, *inputs, eps=1e-6, grad_output=None):
                 grads.append(None)
                 continue
             g = np.zeros(x.shape)
+            values = x._data  # the array itself, even while a graph saved it: each change is undone exactly
             for i in np.ndindex(x.shape):  # element by element, in place, whatever x's memory layout
-                old = x.data[i]
-                x.data[i] = old + eps
+                old = values[i]
+                values[i] = old + eps
                 up = objective()
-                x.data[i] = old - eps
+                values[i] = old - eps
                 down = objective()
-                x.data[i] = old
+                values[i] = old
                 g[i] = (up - down) / (2 * eps)
             grads.append(g)
     return grads

@@ -13,6 +13,7 @@ import numpy as np
 from . import autograd, ops
 from .checks import broadcast_shape, normalize_axes, normalize_axis
 from .dtype import FLOAT_DTYPES, get_default_dtype, is_float
+from .kernels import kernel
 
 
 def as_array(data, dtype=None):
@@ -126,8 +127,7 @@ class Tensor:
     def data(self):
         """The numpy array. While an op recorded in a live graph keeps it for backward, a read-only
         view of it that refuses to be written into, naming the op (see SavedArray)."""
-        holder = self._holder()
-        return self._data if holder is None else SavedArray.of(self, holder)
+        return self._data if self._holder() is None else SavedArray.of(self)
 
     @data.setter
     def data(self, value):
@@ -145,6 +145,10 @@ class Tensor:
         up by one, so backward through a graph that saved the old values refuses to use the new ones."""
         (self if self._base is None else self._base)._version += 1
         return self._data
+
+    def __getstate__(self):
+        """For pickling and deep copies: a copy has memory of its own, which no graph here holds."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_saved_by", "_base")}
 
     def _holder(self):
         """(node, input index) of a live, not yet backwarded op that saved this memory, or None."""
@@ -237,10 +241,13 @@ class Tensor:
         return bool(self._data)
 
     def detach(self):
-        """The same data as a new leaf, outside the graph: gradients stop here. It shares the
-        memory, so it shares what guards that memory too (version and saved-array checks)."""
+        """The same data as a new leaf, outside the graph: gradients stop here. Detached from a leaf
+        (a parameter), it shares the leaf's guards too (version and saved-array checks); not from an
+        op's output, which it would keep alive with its whole graph."""
         t = Tensor._make(self._data, False, None)
-        t._base = self if self._base is None else self._base
+        owner = self if self._base is None else self._base
+        if owner.grad_fn is None:
+            t._base = owner
         return t
 
     def retain_grad(self):
@@ -369,7 +376,7 @@ class Tensor:
         return ops.Relu.apply(self)
 
     def gelu(self):
-        return ops.Gelu.apply(self)
+        return kernel(ops.Gelu).apply(self)  # ops.Gelu, or its fast kernel (gradflow/kernels.py)
 
     def silu(self):
         return ops.Silu.apply(self)
@@ -548,39 +555,47 @@ class SavedArray(np.ndarray):
     optimizer still updates it in place (in_place() counts that update; backward then refuses).
     """
 
-    _holder = None  # (tensor, op name, input index or None for its output, op's modules), None on a copy
+    _guard = None  # a weak reference to the tensor (a view kept by the user must not keep a graph alive)
 
     @classmethod
-    def of(cls, tensor, holder):
-        node, index = holder
+    def of(cls, tensor):
         view = tensor._data.view(cls)
         view.flags.writeable = False  # this view's flag only: writes that bypass the checks below fail too
-        view._holder = (tensor, node.name, index, node.scope)
+        view._guard = weakref.ref(tensor)
         return view
 
     def __array_finalize__(self, obj):
         # a view of it (a slice, a transpose) is guarded too; a copy, in its own memory, is not
-        self._holder = getattr(obj, "_holder", None) if self.base is not None else None
+        self._guard = getattr(obj, "_guard", None) if self.base is not None else None
 
-    def _refuse(self):
-        if self._holder is not None:
-            tensor, op, index, scope = self._holder
-            role = "its output" if index is None else f"its input {index}"
-            raise RuntimeError(
-                f"tensor.data: {autograd.describe(tensor, scope)} cannot be written in place: {op} saved it "
-                f"({role}) for a backward pass that has not run; write after backward() (or once the graph "
-                "is deleted), write into a copy, or assign a new array (x.data = ...)"
-            )
+    def _check_write(self):
+        """Refuse to write while an op in a live graph holds the memory; once none does, allow it."""
+        if self._guard is None:  # a copy, or a view already let go
+            return
+        tensor = self._guard()
+        holder = None if tensor is None else tensor._holder()
+        if holder is None:  # backward has run, or the graph was deleted: the memory is free again
+            self._guard = None
+            if self.base.flags.writeable:  # (memory read-only on purpose stays so)
+                self.flags.writeable = True
+            return
+        node, index = holder
+        role = "its output" if index is None else f"its input {index}"
+        raise RuntimeError(
+            f"tensor.data: {autograd.describe(tensor, node.scope)} cannot be written in place: {node.name} saved "
+            f"it ({role}) for a backward pass that has not run; write after backward() (or once the graph is "
+            "deleted), write into a copy, or assign a new array (x.data = ...)"
+        )
 
     def __setitem__(self, index, value):
-        self._refuse()
+        self._check_write()
         super().__setitem__(index, value)
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         # in-place operators (x.data *= 2) are ufuncs writing into out=; ufunc.at writes into its first input
         for a in (out or ()) + (inputs[:1] if method == "at" else ()):
             if isinstance(a, SavedArray):
-                a._refuse()
+                a._check_write()
         inputs = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in inputs)
         if out is not None:
             kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in out)
@@ -588,23 +603,23 @@ class SavedArray(np.ndarray):
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _WRITE_INTO_FIRST and args and isinstance(args[0], SavedArray):
-            args[0]._refuse()
+            args[0]._check_write()
         return super().__array_function__(func, types, args, kwargs)
 
     def fill(self, value):
-        self._refuse()
+        self._check_write()
         super().fill(value)
 
     def put(self, *args, **kwargs):
-        self._refuse()
+        self._check_write()
         super().put(*args, **kwargs)
 
     def sort(self, *args, **kwargs):
-        self._refuse()
+        self._check_write()
         super().sort(*args, **kwargs)
 
     def partition(self, *args, **kwargs):
-        self._refuse()
+        self._check_write()
         super().partition(*args, **kwargs)
 
     def copy(self, order="C"):

@@ -149,14 +149,27 @@ def test_a_saved_output_is_guarded():
 
 def test_writes_are_allowed_again_once_the_graph_is_backwarded_or_deleted():
     layer, x, loss = linear_loss()
+    early = layer.weight.data  # taken while the graph holds it
     loss.backward()
     layer.weight.data[0, 0] = 1.0  # backward freed what the graph saved
     assert type(layer.weight.data) is np.ndarray
+    early[0, 1] = 3.0  # the view taken before lets go too
+    assert layer.weight.data[0, 1] == 3.0
     loss = layer(x).sum()
     del loss
     gc.collect()
     layer.weight.data *= 2  # the graph is gone
     assert layer.weight.data[0, 0] == 2.0
+
+
+def test_memory_held_by_two_graphs_stays_guarded_until_both_are_done():
+    layer, x, first = linear_loss()
+    second = layer(x).sum()
+    second.backward()
+    with pytest.raises(RuntimeError, match="weight of shape \\(4, 3\\) cannot be written in place: linear"):
+        layer.weight.data[0, 0] = 1.0
+    first.backward()
+    layer.weight.data[0, 0] = 1.0
 
 
 def test_a_retained_graph_keeps_its_arrays_guarded_until_it_is_freed():
@@ -188,3 +201,19 @@ def test_nothing_is_guarded_under_no_grad():
         out = layer(x)
     layer.weight.data[0, 0] = 1.0
     assert out.grad_fn is None
+
+
+def test_a_copied_or_pickled_tensor_is_free_of_the_graph_and_gradcheck_restores_what_it_perturbs():
+    import copy
+    import pickle
+
+    layer, x, loss = linear_loss()
+    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        twin.weight.data[0, 0] = 1.0  # its own memory: no graph holds it
+    w = nn.Parameter(np.arange(3.0))  # float64: numerical_grad perturbs it in place, not a copy
+    loss = (w * w).sum()  # mul saves w, and this graph is kept for backward below
+    (dw,) = gf.numerical_grad(lambda w: (w * w * w).sum(), w)
+    np.testing.assert_allclose(dw, 3 * np.arange(3.0) ** 2, atol=1e-6)
+    np.testing.assert_array_equal(w.data, np.arange(3.0))  # every value put back
+    loss.backward()  # so the graph saw no change
+    np.testing.assert_array_equal(w.grad, 2 * np.arange(3.0))
