@@ -146,7 +146,12 @@ def load_checkpoint(path):
             arrays = {k: f[k] for k in f.files}
         meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
     except ValueError as e:  # numpy's advice for object arrays is to load them "unsafely": never
-        reason = "it holds Python objects" if "allow_pickle" in str(e) else str(e)
+        if "allow_pickle" not in str(e):
+            reason = str(e)
+        elif zipfile.is_zipfile(path):
+            reason = "it holds Python objects"
+        else:
+            reason = "not an .npz archive"
         raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
     except (OSError, KeyError, zipfile.BadZipFile, EOFError, MemoryError) as e:
         reason = "an array larger than memory" if isinstance(e, MemoryError) else str(e) or type(e).__name__

@@ -65,7 +65,11 @@ def main(argv=None):
     check.set_defaults(run=_gradcheck)
     commands.add_commands(sub)
     graph.add_command(sub)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named with the command they were given to
+        prog = f"gradflow {args.command}" if args.command else "gradflow"
+        print(f"{prog}: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help()
         return 0

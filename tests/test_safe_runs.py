@@ -335,6 +335,17 @@ class _no_exit:
         return False
 
 
+def test_unknown_flags_and_files_of_another_kind_are_one_line(tmp_path, capsys):
+    assert main(["generate", "--out-dir", "x"]) == 2
+    assert error_line(capsys) == "gradflow generate: unrecognized arguments: --out-dir x"
+    text = tmp_path / "notes.txt"
+    text.write_text("not a checkpoint")
+    assert main(["generate", "--checkpoint", str(text)]) == 2
+    assert error_line(capsys) == (
+        f"gradflow generate: checkpoint {text} is corrupt or not a gradflow checkpoint (not an .npz archive)"
+    )
+
+
 def test_data_that_is_not_a_regular_file_is_refused(tmp_path, capsys):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
