@@ -28,7 +28,7 @@ from .dtype import get_default_dtype, set_default_dtype
 from .functions import cat, maximum, minimum, split, stack, tril, triu, where
 from .gradcheck import GradcheckError, gradcheck, numerical_grad
 from .graph import draw_graph
-from .parallel import get_num_threads, set_num_threads
+from .kernels import kernels_in_use, use_kernels
 from .profile import profile
 from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor, matmul
@@ -37,9 +37,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnomalyError", "Function", "GradcheckError", "Tensor", "arange", "cat", "detect_anomaly", "draw_graph",
-    "enable_grad", "full", "full_like",
-    "functional", "get_default_dtype", "get_num_threads", "get_rng_state", "gradcheck", "is_grad_enabled",
-    "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad", "optim", "numerical_grad", "profile", "ones",
-    "ones_like", "ops", "rand", "rand_like", "randn", "randn_like", "set_default_dtype", "set_num_threads",
-    "set_rng_state", "split", "stack", "tensor", "tril", "triu", "where", "zeros", "zeros_like",
+    "enable_grad", "full", "full_like", "functional", "get_default_dtype", "get_rng_state",
+    "gradcheck", "is_grad_enabled", "kernels_in_use", "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad",
+    "numerical_grad", "ones", "ones_like", "ops", "optim", "profile", "rand", "rand_like", "randn", "randn_like",
+    "set_default_dtype", "set_rng_state", "split", "stack", "tensor", "tril", "triu",
+    "use_kernels", "where", "zeros", "zeros_like",
 ]  # fmt: skip

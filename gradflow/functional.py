@@ -1,16 +1,20 @@
 """The neural-network functions a transformer is made of (imported as `F`).
 
-linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope and
+linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope, embedding and
 scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
 the op's docstring (gradflow/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
 and in gradient.
+
+Each function runs `kernel(ops.X)`: the plain op ops.X itself, or the tuned kernel that replaces
+it in the fast tier (gradflow/fast, chosen by gradflow/kernels.py; same numbers).
 """
 
 import numpy as np
 
 from . import ops
-from .ops.attention import causal_mask  # noqa: F401  (part of the functional API)
+from .kernels import kernel
+from .ops.attention import allowed_keys, causal_mask  # noqa: F401  (causal_mask: part of the functional API)
 from .rng import generator
 from .tensor import Tensor, as_tensor
 
@@ -27,12 +31,12 @@ def log_softmax(x, axis=-1):
 
 def gelu(x):
     """x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation GPT-2 uses."""
-    return as_tensor(x).gelu()
+    return kernel(ops.Gelu).apply(as_tensor(x))
 
 
 def silu(x):
     """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU."""
-    return as_tensor(x).silu()
+    return kernel(ops.Silu).apply(as_tensor(x))
 
 
 def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
@@ -58,7 +62,7 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     bad = counted[(counted < 0) | (counted >= logits.shape[1])]
     if bad.size:
         raise IndexError(f"cross_entropy: target {bad[0]} is out of range for {logits.shape[1]} classes")
-    return ops.CrossEntropy.apply(logits, targets=targets, ignore_index=ignore_index, reduction=reduction)
+    return kernel(ops.CrossEntropy).apply(logits, targets=targets, ignore_index=ignore_index, reduction=reduction)
 
 
 def linear(x, weight, bias=None):
@@ -68,7 +72,7 @@ def linear(x, weight, bias=None):
         raise ValueError(f"linear: input {x.shape} needs a weight of shape (out, {x.shape[-1:]}), got {weight.shape}")
     if bias is not None and as_tensor(bias).shape != weight.shape[:1]:
         raise ValueError(f"linear: bias has shape {as_tensor(bias).shape}, expected {weight.shape[:1]}")
-    return ops.Linear.apply(x, weight, bias)
+    return kernel(ops.Linear).apply(x, weight, bias)
 
 
 def rope(x, cos, sin, interleaved=False):
@@ -85,7 +89,7 @@ def rope(x, cos, sin, interleaved=False):
         np.broadcast_shapes(x.shape[:-1] + (x.shape[-1] // 2,), cos.shape)
     except ValueError:
         raise ValueError(f"rope: cos and sin {cos.shape} do not broadcast against half of x {x.shape}") from None
-    return ops.Rope.apply(x, cos=cos, sin=sin, interleaved=interleaved)
+    return kernel(ops.Rope).apply(x, cos=cos, sin=sin, interleaved=interleaved)
 
 
 def _check_norm_param(op, name, p, x):
@@ -98,14 +102,14 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     x = as_tensor(x)
     _check_norm_param("layer_norm", "weight", weight, x)
     _check_norm_param("layer_norm", "bias", bias, x)
-    return ops.LayerNorm.apply(x, weight, bias, eps=eps)
+    return kernel(ops.LayerNorm).apply(x, weight, bias, eps=eps)
 
 
 def rms_norm(x, weight=None, eps=1e-6):
     """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
     x = as_tensor(x)
     _check_norm_param("rms_norm", "weight", weight, x)
-    return ops.RMSNorm.apply(x, weight, eps=eps)
+    return kernel(ops.RMSNorm).apply(x, weight, eps=eps)
 
 
 def dropout(x, p, training=True):
@@ -129,7 +133,7 @@ def embedding(ids, weight):
     bad = ids[(ids < 0) | (ids >= weight.shape[0])]
     if bad.size:
         raise IndexError(f"embedding: id {bad[0]} is out of range for a vocabulary of {weight.shape[0]}")
-    return weight[ids]
+    return kernel(ops.Embedding).apply(weight, ids=ids)
 
 
 def _attention_mask(q, k, v, mask):
@@ -176,12 +180,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, d
     drop = None
     if dropout_p > 0:
         drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
-    return ops.ScaledDotProductAttention.apply(q, k, v, allowed=allowed, causal=causal, scale=scale, drop=drop)
+    return kernel(ops.ScaledDotProductAttention).apply(q, k, v, allowed=allowed, causal=causal, scale=scale, drop=drop)
 
 
 def attention_weights(q, k, mask=None, causal=False, scale=None):
     """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked), outside the graph: for pictures."""
     q, k = as_tensor(q), as_tensor(k)
     allowed, shape = _attention_mask(q, k, k, mask)
-    bias = ops.attention.mask_bias(allowed, causal, *shape[-2:], np.result_type(q.data, k.data))
-    return Tensor._make(ops.attention.attention_weights(q.data, k.data, bias, scale), False, None)
+    weights = ops.attention.attention_weights(q.data, k.data, allowed_keys(allowed, causal, *shape[-2:]), scale)
+    return Tensor._make(weights, False, None)

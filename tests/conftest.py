@@ -3,6 +3,27 @@ import pytest
 
 import gradflow as gf
 
+# These modules run every test once per tier of kernels (gradflow/kernels.py): the fast kernels a
+# model trains with by default, and the plain ops a learner reads. Other modules run in the tier
+# in use (GRADFLOW_KERNELS=plain runs them all on the plain ops).
+BOTH_TIERS = {"test_gradcheck.py", "test_optable.py", "test_fused.py", "test_layers.py", "test_models.py"}
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.path.name in BOTH_TIERS:
+        metafunc.parametrize("kernels", ["fast", "plain"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def kernels(request):
+    """The tier a test runs in: its parameter in BOTH_TIERS, else the one in use (left as it is)."""
+    tier = getattr(request, "param", None)
+    if tier is None:
+        yield gf.kernels_in_use()
+        return
+    with gf.use_kernels(tier):
+        yield tier
+
 
 @pytest.fixture
 def float64():

@@ -1,6 +1,9 @@
-"""Every differentiable op, one Function subclass each, forward and backward side by side."""
+"""Every differentiable op, one Function subclass each, forward and backward side by side.
 
-from .. import memory
+These are the plain tier: written formula for formula, with the backward derived in each docstring.
+gradflow/fast holds tuned kernels that replace a few of them (gradflow/kernels.py chooses).
+"""
+
 from .attention import ScaledDotProductAttention
 from .elementwise import (
     Abs,
@@ -23,7 +26,7 @@ from .elementwise import (
     Sub,
     Tanh,
 )
-from .index import Index, MaskedFill, Where
+from .index import Embedding, Index, MaskedFill, Where
 from .linear import Linear
 from .loss import CrossEntropy
 from .matmul import Matmul
@@ -33,10 +36,8 @@ from .rope import Rope
 from .shape import Cat, Expand, Permute, Reshape, Stack
 from .softmax import LogSoftmax, Softmax
 
-memory.keep_freed_memory()  # the ops' arrays reuse freed memory without page faults (gradflow/memory.py)
-
 __all__ = [
-    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Exp", "Expand", "Gelu", "Index",
+    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Embedding", "Exp", "Expand", "Gelu", "Index",
     "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
     "Mean", "Min", "Minimum", "Mul", "Neg", "Permute", "Pow", "RMSNorm", "Relu", "Reshape",
     "Rope", "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",

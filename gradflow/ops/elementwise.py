@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 
-from .. import parallel
 from ..autograd import Function
 
 
@@ -225,47 +224,23 @@ class Gelu(Function):
     """GELU, tanh approximation (GPT-2):  y = x h,  h = (1 + tanh(u)) / 2,  u = c (x + a x^3),
     with c = sqrt(2/pi), a = 0.044715.
 
-    dy/dx = h + x dh/dx,  dh/dx = (1 - tanh(u)^2)/2 du/dx = 2 h (1 - h) du/dx,  du/dx = c (1 + 3 a x^2)
-    so   dy/dx = h (1 + x (1 - h) 2 du/dx) = h (1 + (x - y) w),   w = 2 du/dx = 2c + 6ca x^2
-
-    Forward computes dy/dx while its pieces (x^2, h, y) are at hand and saves only it, so backward
-    is g * dy/dx. The arithmetic runs in place, one numpy pass per step of the formula, on chunks
-    of rows shared among threads (gradflow.parallel); without a graph to record, dy/dx is skipped.
+    By the product rule dy/dx = h + x dh/dx, and since tanh' = 1 - tanh^2:
+      dh/dx = (1 - tanh(u)^2) / 2 * du/dx,   du/dx = c (1 + 3 a x^2)
+    so  dL/dx = g * (h + x (1 - tanh(u)^2) / 2 * c (1 + 3 a x^2)).
     """
 
     @staticmethod
     def forward(ctx, x):
-        flat = x.reshape(-1)  # elementwise: any cut into chunks will do
-        y, h, x2 = np.empty_like(flat), np.empty_like(flat), np.empty_like(flat)
-        dydx = np.empty_like(flat) if ctx.recording else None
-
-        def kernel(rows):
-            x_, y_, h_, x2_ = flat[rows], y[rows], h[rows], x2[rows]
-            np.multiply(x_, x_, out=x2_)
-            np.multiply(x2_, GELU_C * GELU_A, out=h_)
-            h_ += GELU_C
-            h_ *= x_  # u = c (1 + a x^2) x
-            np.tanh(h_, out=h_)
-            h_ *= 0.5
-            h_ += 0.5  # h = (1 + tanh(u)) / 2
-            np.multiply(x_, h_, out=y_)  # y = x h
-            if dydx is not None:
-                d_ = dydx[rows]
-                x2_ *= 6 * GELU_C * GELU_A
-                x2_ += 2 * GELU_C  # w = 2 du/dx = 2c + 6ca x^2
-                np.subtract(x_, y_, out=d_)
-                d_ *= x2_
-                d_ += 1
-                d_ *= h_  # dy/dx = h (1 + (x - y) w)
-
-        parallel.for_rows(kernel, flat.size, flat.size)
-        ctx.save_for_backward(dydx)
-        return y.reshape(x.shape)
+        t = np.tanh(GELU_C * (x + GELU_A * x**3))  # tanh(u)
+        ctx.save_for_backward(x, t)
+        return x * (1 + t) / 2
 
     @staticmethod
     def backward(ctx, grad):
-        (dydx,) = ctx.saved_tensors
-        return parallel.multiply(grad, dydx.reshape(grad.shape))
+        x, t = ctx.saved_tensors
+        h = (1 + t) / 2
+        dh_dx = (1 - t * t) / 2 * GELU_C * (1 + 3 * GELU_A * x**2)
+        return grad * (h + x * dh_dx)
 
 
 class Silu(Function):

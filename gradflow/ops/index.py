@@ -1,4 +1,4 @@
-"""Ops that select: indexing, masked_fill and where."""
+"""Ops that select: indexing, embedding (a lookup of rows), masked_fill and where."""
 
 import numpy as np
 
@@ -9,28 +9,12 @@ def has_array(index):
     return any(isinstance(i, np.ndarray) for i in index)
 
 
-def add_rows(dx, ids, grad):
-    """dx[ids[n]] += grad[n] for every n, repeated ids summed (np.add.at(dx, ids, grad)).
-
-    Computed as one sort of the ids and one sum per run of equal ids (np.add.reduceat): np.add.at
-    handles every row on its own and is several times slower on an embedding's gradient.
-    """
-    ids = ids.reshape(-1) % len(dx)  # -1 and len(dx) - 1 name the same row
-    if ids.size == 0:
-        return
-    rows = grad.reshape(ids.size, -1)
-    order = np.argsort(ids, kind="stable")
-    ids = ids[order]
-    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-    dx.reshape(len(dx), -1)[ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
-
-
 class Index(Function):
     """y = x[index] (basic and integer-array indexing)
 
     dL/dx = zeros with g added at the selected places. An integer array may select the same element
-    twice (an embedding lookup of a repeated token): that element was used twice, so its gradient
-    is the sum of both, which np.add.at accumulates where plain assignment would keep only one.
+    twice: that element was used twice, so its gradient is the sum of both, which np.add.at
+    accumulates where plain assignment would keep only one.
     """
 
     @staticmethod
@@ -41,13 +25,31 @@ class Index(Function):
     @staticmethod
     def backward(ctx, grad):
         dx = np.zeros(ctx.shape, dtype=grad.dtype)
-        if len(ctx.index) == 1 and has_array(ctx.index):  # rows picked by one integer array: an embedding
-            add_rows(dx, ctx.index[0], grad)
-        elif has_array(ctx.index):
+        if has_array(ctx.index):
             np.add.at(dx, ctx.index, grad)
         else:  # basic indexing selects each element at most once
             dx[ctx.index] = grad
         return dx
+
+
+class Embedding(Function):
+    """y[..., :] = W[ids[...], :]: row ids[n] of W is copied to place n (ids are constants)
+
+    Row W_i reaches every place n where ids[n] = i, so  dL/dW_i = sum of g_n over those places:
+    a token used twice gets both gradients (np.add.at adds at repeated ids, where dW[ids] = g
+    would keep the last one), and a token not used gets zeros.
+    """
+
+    @staticmethod
+    def forward(ctx, w, ids):
+        ctx.shape, ctx.ids = w.shape, ids
+        return w[ids]
+
+    @staticmethod
+    def backward(ctx, grad):
+        dw = np.zeros(ctx.shape, dtype=grad.dtype)
+        np.add.at(dw, ctx.ids, grad)
+        return dw
 
 
 class MaskedFill(Function):

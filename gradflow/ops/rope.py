@@ -10,13 +10,10 @@ def rotate(x, cos, sin, interleaved):
     (x_i, x_(i + d/2)) otherwise; cos and sin broadcast against one half of x's last axis."""
     half = x.shape[-1] // 2
     a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :half], x[..., half:])
-    out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + x.shape[-1:]), dtype=x.dtype)
-    out_a, out_b = (out[..., 0::2], out[..., 1::2]) if interleaved else (out[..., :half], out[..., half:])
-    np.multiply(a, cos, out=out_a)
-    out_a -= b * sin
-    np.multiply(a, sin, out=out_b)
-    out_b += b * cos
-    return out
+    a_turned, b_turned = a * cos - b * sin, a * sin + b * cos
+    if interleaved:  # each pair back side by side: a0, b0, a1, b1, ...
+        return np.stack([a_turned, b_turned], axis=-1).reshape(a_turned.shape[:-1] + (2 * half,))
+    return np.concatenate([a_turned, b_turned], axis=-1)
 
 
 class Rope(Function):

@@ -1,4 +1,5 @@
 """Keep freed memory for reuse, instead of handing it back to the operating system after every op.
+Opt-in: importing gradflow leaves malloc alone; the Trainer and the benchmarks call tune_malloc().
 
 Why: a training step creates and frees hundreds of arrays of the same few sizes (a transformer's
 activations and their gradients, a megabyte or more each). By default glibc's malloc serves
@@ -12,24 +13,22 @@ reuses them without a fault. Peak memory is unchanged: the same arrays are alive
 process just keeps the high-water mark instead of returning it between steps. Arrays larger than
 MMAP_ABOVE (up to glibc's own 32 MiB limit) still get their own mmap, returned when freed.
 
-This is a setting of the C library, made once when gradflow is imported; on a system without
-glibc (macOS, Windows, musl) it does nothing. Set GRADFLOW_KEEP_FREED_MEMORY=0 to leave malloc
-as it was.
+It is a setting of the C library for the whole process (a notebook's kernel included, which is
+why importing gradflow does not make it); on a system without glibc (macOS, Windows, musl) it
+does nothing. Processes forked afterwards (gradflow.data_parallel's workers) inherit it.
 """
 
 import ctypes
 import ctypes.util
-import os
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers, from glibc's malloc.h
 MMAP_ABOVE = 32 * 1024 * 1024  # arrays at least this large still get (and return) their own mmap
 TRIM_ABOVE = 256 * 1024 * 1024  # free memory at the heap's top is returned beyond this much
 
 
-def keep_freed_memory():
-    """Ask glibc's malloc to keep freed memory for reuse; True if it agreed, False elsewhere."""
-    if os.environ.get("GRADFLOW_KEEP_FREED_MEMORY", "1") == "0":
-        return False
+def tune_malloc():
+    """Ask glibc's malloc to keep freed memory for reuse, for the rest of the process; True if it
+    agreed, False where there is no glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

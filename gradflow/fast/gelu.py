@@ -1,0 +1,48 @@
+"""GELU computed in place: replaces ops.Gelu (gradflow/ops/elementwise.py), same formula.
+
+What changes: the plain op builds each step of the formula as a new array (x^3, u, tanh(u), h,
+y, and in backward x^2, du/dx, dh/dx, ...), about a dozen arrays of x's size per call, and
+backward recomputes from x and tanh(u). Here forward runs the same arithmetic in three buffers,
+overwriting each with the next step, and computes dy/dx while its pieces are at hand: backward
+is then one product, g * dy/dx. Without a graph to record, dy/dx is skipped.
+
+The algebra that lets dy/dx come from y, with h = (1 + tanh(u)) / 2:
+    (1 - tanh(u)^2) / 2 = 2 h (1 - h),   so   dy/dx = h + x 2 h (1 - h) du/dx = h (1 + (x - y) w)
+with w = 2 du/dx = 2c + 6ca x^2, since x h = y.
+"""
+
+import numpy as np
+
+from ..autograd import Function
+from ..ops.elementwise import GELU_A, GELU_C
+
+
+class Gelu(Function):
+    """y = x (1 + tanh(c (x + a x^3))) / 2, as ops.Gelu; forward keeps dy/dx, backward is g * dy/dx."""
+
+    @staticmethod
+    def forward(ctx, x):
+        shape, x = x.shape, x.reshape(-1)  # elementwise: a flat view walks memory in order
+        x2, h, y = np.multiply(x, x), np.empty_like(x), np.empty_like(x)
+        np.multiply(x2, GELU_C * GELU_A, out=h)
+        h += GELU_C
+        h *= x  # h holds u = c (1 + a x^2) x
+        np.tanh(h, out=h)
+        h *= 0.5
+        h += 0.5  # h holds h = (1 + tanh(u)) / 2
+        np.multiply(x, h, out=y)  # y = x h
+        if ctx.recording:
+            w = x2  # x^2 is not needed again: its buffer becomes w
+            w *= 6 * GELU_C * GELU_A
+            w += 2 * GELU_C  # w = 2c + 6ca x^2
+            dydx = np.subtract(x, y)
+            dydx *= w
+            dydx += 1
+            dydx *= h  # dy/dx = h (1 + (x - y) w)
+            ctx.save_for_backward(dydx)
+        return y.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (dydx,) = ctx.saved_tensors
+        return grad * dydx.reshape(grad.shape)

@@ -1,0 +1,76 @@
+"""LayerNorm and RMSNorm with einsum row sums and in-place backward: replace ops.LayerNorm and
+ops.RMSNorm (gradflow/ops/norm.py), same formulas.
+
+What changes: the plain ops take each mean with a.mean(axis=-1), and each mean of a product
+with (a * b).mean(axis=-1), which first builds the (..., D) product. Here both are one einsum:
+its plain loop along a short row (D = 128 in the baby GPT) beats numpy's pairwise sum, and it
+forms no temporary for a * b. The centred x becomes xhat in place, and backward builds dL/dx
+in the buffer of gh = g * w instead of in four new arrays.
+"""
+
+import numpy as np
+
+from ..autograd import Function
+
+
+def row_mean(a):
+    """mean over the last axis, keepdims."""
+    return np.einsum("...i->...", a)[..., None] / a.shape[-1]
+
+
+def row_mean_of_product(a, b):
+    """mean over the last axis of a * b, keepdims, without building a * b."""
+    return np.einsum("...i,...i->...", a, b)[..., None] / a.shape[-1]
+
+
+def column_sum_of_product(a, b):
+    """sum of a * b over every axis but the last (ops.norm's sum_over_rows(a * b))."""
+    d = a.shape[-1]
+    return np.einsum("ni,ni->i", a.reshape(-1, d), b.reshape(-1, d))
+
+
+class LayerNorm(Function):
+    """y = (x - mean) / sqrt(var + eps) * w + b over the last axis, as ops.LayerNorm."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, eps=1e-5):
+        xhat = x - row_mean(x)
+        r = 1 / np.sqrt(row_mean_of_product(xhat, xhat) + eps)
+        xhat *= r  # the centred x becomes xhat in its own buffer
+        ctx.save_for_backward(xhat, r, w)
+        y = xhat if w is None else xhat * w
+        if b is not None:  # in place, unless y is the saved xhat itself
+            y = xhat + b if w is None else np.add(y, b, out=y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, r, w = ctx.saved_tensors
+        dx = grad * w if w is not None else grad.copy()  # gh, then dx in the same buffer
+        path_through_var = xhat * row_mean_of_product(dx, xhat)
+        dx -= row_mean(dx)
+        dx -= path_through_var
+        dx *= r  # r (gh - mean(gh) - xhat mean(gh xhat))
+        dw = column_sum_of_product(grad, xhat) if ctx.needs_input_grad[1] else None
+        db = grad.sum(axis=tuple(range(grad.ndim - 1))) if ctx.needs_input_grad[2] else None
+        return dx, dw, db
+
+
+class RMSNorm(Function):
+    """y = x / sqrt(mean(x^2) + eps) * w over the last axis, as ops.RMSNorm."""
+
+    @staticmethod
+    def forward(ctx, x, w, eps=1e-6):
+        r = 1 / np.sqrt(row_mean_of_product(x, x) + eps)
+        xhat = x * r
+        ctx.save_for_backward(xhat, r, w)
+        return xhat if w is None else xhat * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, r, w = ctx.saved_tensors
+        dx = grad * w if w is not None else grad.copy()  # gh, then dx in the same buffer
+        dx -= xhat * row_mean_of_product(dx, xhat)
+        dx *= r  # r (gh - xhat mean(gh xhat))
+        dw = column_sum_of_product(grad, xhat) if ctx.needs_input_grad[1] else None
+        return dx, dw
