@@ -39,6 +39,7 @@ from .anomaly import detect_anomaly
 from .autograd import no_grad
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data_parallel import DataParallel
+from .fast.memory import tune_malloc
 from .optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from .progress import Progress
 from .rng import get_rng_state, set_rng_state
@@ -400,6 +401,7 @@ class Trainer:
             if not self.overwrite:
                 check_fresh(self.out_dir)
             (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+        tune_malloc()  # training is where reusing freed memory pays (see gradflow/fast/memory.py)
         self.model.train()
         tokens = c.batch_size * c.block_size
         bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress else None
