@@ -5,7 +5,8 @@ first bad op is NaN too, and the loss cannot say where it began. Inside `with de
 
   forward   each op's output is checked as soon as it is made. The first non-finite one raises
             AnomalyError naming the op, its module (e.g. blocks.2.attn), its input shapes and the
-            line of your code that called it. An op whose inputs were finite is the culprit (exp
+            line of your code that called it (the innermost outside gradflow and models/, found
+            only while anomaly mode is on). An op whose inputs were finite is the culprit (exp
             overflowing, 0/0). If an input already held the NaN, no checked op made it: the error
             names that input (a parameter, a tensor made by hand, or one made before the check).
   backward  each gradient a node's backward returns is checked, node by node in the order they
