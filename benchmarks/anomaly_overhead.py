@@ -126,11 +126,16 @@ def anomaly_cost(rounds, steps):
 
 
 def report(title, medians, a, b):
-    """One line per clock: the median of the rounds' medians of both sides, and b relative to a."""
+    """One line per clock: the median of the rounds' medians of both sides, b relative to a, and the
+    median of the rounds' own ratios (each round's two sides ran a minute apart: the steadier figure)."""
     for clock, k in (("wall", 0), ("CPU", 1)):
         ta, tb = (statistics.median(r[k] for r in medians[side]) for side in (a, b))
+        paired = statistics.median(rb[k] / ra[k] for ra, rb in zip(medians[a], medians[b]))
         rounds = "; ".join(f"{side}: " + ", ".join(f"{r[k]:.1f}" for r in medians[side]) for side in (a, b))
-        print(f"{title}, {clock} ms/step: {a} {ta:.1f}, {b} {tb:.1f} ({100 * (tb / ta - 1):+.1f}%)   rounds {rounds}")
+        print(
+            f"{title}, {clock} ms/step: {a} {ta:.1f}, {b} {tb:.1f} ({100 * (tb / ta - 1):+.1f}%; "
+            f"median of the rounds' ratios {b}/{a} {paired:.3f})   rounds {rounds}"
+        )
 
 
 def main():
