@@ -51,10 +51,12 @@ from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import gradflow as gf  # noqa: E402
 from gradflow.data_parallel import DataParallel  # noqa: E402
+from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
 from gradflow.train import TrainConfig, Trainer, default_optimizer  # noqa: E402
 from models.gpt import GPT, GPTConfig  # noqa: E402
 
+tune_malloc()  # as the Trainer does: freed arrays are reused without page faults (gradflow/fast/memory.py)
 BATCH, BLOCK = 12, 64
 MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False, tie_weights=True)
 TRAIN = TrainConfig(
@@ -348,7 +350,7 @@ def main():
         return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
-    print(describe_blas())
+    print(describe_blas() + f"; gradflow's kernels: {gf.kernels_in_use()} (GRADFLOW_KERNELS)")
     if not args.skip_train:
         gf.manual_seed(args.seed)
         model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))

@@ -3,16 +3,19 @@
 Each file's docstring names the plain op it replaces, what it changes and why, and what that
 was measured to save (benchmarks/kernels.py); tests/test_fast_kernels.py checks each one against
 its plain op, value and gradient. gradflow.kernels chooses the tier (fast unless asked).
+
+A kernel stays here only if it pays in a whole training step. Measured and removed: Linear's
+products made 2-D, now the plain op's own form (one product of the stacked rows); RMSNorm with
+einsum row sums (the baby GPT has no RMSNorm, so no step showed it paying); a thread pool that
+shared large kernels among cores (never faster in a step on 2 cores).
 """
 
 from .. import ops
-from . import attention, embedding, gelu, linear, norm
+from . import attention, embedding, gelu, norm
 
 REPLACES = {
-    ops.Gelu: gelu.Gelu,
     ops.Embedding: embedding.Embedding,
+    ops.Gelu: gelu.Gelu,
     ops.LayerNorm: norm.LayerNorm,
-    ops.Linear: linear.Linear,
-    ops.RMSNorm: norm.RMSNorm,
     ops.ScaledDotProductAttention: attention.ScaledDotProductAttention,
 }

@@ -10,6 +10,13 @@ What changes, and why:
   long contexts compute about half the scores.
 - The output and the gradients are laid out like the inputs (see like): heads are usually a
   transposed view of (B, T, n_heads * hs), and transposing back to (B, T, d) is then a view.
+
+Measured (benchmarks/kernels.py, float32, one BLAS thread, a shared 2-core machine): forward and
+backward of the baby GPT's causal attention, (12, 4, 64, 32), take 2.8 ms instead of the plain
+op's 3.6 (1.2 to 1.26 times faster over runs); in a whole training step at context 64 that is
+within the noise (the step 0.99 to 1.015 times as long with the plain op; equal variants came out
+within 3%). It pays with longer contexts: at context 256 the step is 1.16 to 1.18 times as long
+with the plain op, and 1.09 times as long with this kernel in one block of queries.
 """
 
 import math

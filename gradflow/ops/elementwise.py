@@ -231,7 +231,7 @@ class Gelu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        t = np.tanh(GELU_C * (x + GELU_A * x**3))  # tanh(u)
+        t = np.tanh(GELU_C * (x + GELU_A * x * x * x))  # tanh(u)
         ctx.save_for_backward(x, t)
         return x * (1 + t) / 2
 
@@ -239,7 +239,7 @@ class Gelu(Function):
     def backward(ctx, grad):
         x, t = ctx.saved_tensors
         h = (1 + t) / 2
-        dh_dx = (1 - t * t) / 2 * GELU_C * (1 + 3 * GELU_A * x**2)
+        dh_dx = (1 - t * t) / 2 * GELU_C * (1 + 3 * GELU_A * x * x)
         return grad * (h + x * dh_dx)
 
 

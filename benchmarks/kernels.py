@@ -1,0 +1,156 @@
+"""Benchmark: each fast kernel (gradflow/fast) against the plain op it replaces (gradflow/ops),
+alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128, batch 12).
+
+    python benchmarks/kernels.py                  # context 64, as benchmarks/train_char_gpt.py
+    python benchmarks/kernels.py --context 256    # longer context: attention's causal blocks count
+    python benchmarks/kernels.py --rounds 5       # quicker, noisier
+
+Alone: forward and backward of one call on the baby GPT's shapes. In a step: forward, backward
+and the AdamW update, with every kernel fast, with each fast kernel in turn left plain, and with
+every op plain (the price of reading). Variants are timed in alternating rounds, and each figure
+is the median over rounds: of the time, and of the ratio to the fast tier's time in the same
+round, so that a machine whose load drifts slows both sides of a ratio alike. Each round starts
+with the next variant, since the first of a round was measured to run about 3% slower; the fast
+tier is timed twice, to show how far apart two equal variants come out.
+"""
+
+import argparse
+import contextlib
+import time
+
+import numpy as np
+
+import gradflow as gf
+from gradflow import fast, ops
+from gradflow import functional as F
+from gradflow.fast import attention as fast_attention
+from gradflow.fast.memory import tune_malloc
+from gradflow.train import TrainConfig, default_optimizer
+from models.gpt import GPT, GPTConfig
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--context", type=int, default=64)
+parser.add_argument("--rounds", type=int, default=15, help="alternating rounds per comparison")
+parser.add_argument("--steps", type=int, default=5, help="training steps per round")
+parser.add_argument("--calls", type=int, default=20, help="calls of a kernel per round")
+parser.add_argument("--skip-alone", action="store_true", help="only the training step")
+parser.add_argument("--plain-together", help="also a step with these kernels plain at once, e.g. LayerNorm,Embedding")
+args = parser.parse_args()
+
+BATCH, VOCAB, WIDTH, HEADS = 12, 65, 128, 4
+T = args.context
+
+
+@contextlib.contextmanager
+def plain(*replaced):
+    """The fast tier with the given plain ops left plain (every op plain when none is given)."""
+    if not replaced:
+        with gf.use_kernels("plain"):
+            yield
+        return
+    taken = {op: fast.REPLACES.pop(op) for op in replaced}  # the table gradflow.kernels reads
+    try:
+        with gf.use_kernels("fast"):
+            yield
+    finally:
+        fast.REPLACES.update(taken)
+
+
+@contextlib.contextmanager
+def one_block():
+    """The fast tier with causal attention in one block of queries (no keys skipped)."""
+    block = fast_attention.QUERY_BLOCK
+    fast_attention.QUERY_BLOCK = 1 << 30
+    try:
+        with gf.use_kernels("fast"):
+            yield
+    finally:
+        fast_attention.QUERY_BLOCK = block
+
+
+def alternate(variants, run, rounds):
+    """{name: (median ms, median ratio to the first variant's ms in the same round)}."""
+    times = {name: [] for name in variants}
+    for setting in variants.values():  # warm up: first calls allocate and fill caches
+        with setting():
+            run()
+    names = list(variants)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # each round starts elsewhere
+            with variants[name]():
+                time.sleep(0.05)  # BLAS's threads spin for a while after a product: let them stop
+                start = time.perf_counter()
+                run()
+                times[name].append(1000 * (time.perf_counter() - start))
+    first = np.array(next(iter(times.values())))
+    return {name: (float(np.median(t)), float(np.median(np.array(t) / first))) for name, t in times.items()}
+
+
+def kernel_calls():
+    """One forward and backward of each replaced op on the baby GPT's shapes."""
+    rng = np.random.default_rng(0)
+
+    def leaf(*shape, scale=1.0):
+        return gf.tensor((rng.standard_normal(shape) * scale).astype(np.float32), requires_grad=True)
+
+    x, h, ln_w = leaf(BATCH, T, WIDTH), leaf(BATCH, T, 4 * WIDTH), leaf(WIDTH)
+    table, ids = leaf(VOCAB, WIDTH), rng.integers(0, VOCAB, (BATCH, T))
+    qkv = [leaf(BATCH, T, HEADS, WIDTH // HEADS) for _ in range(3)]  # viewed as (B, heads, T, hs), as in the model
+    return {
+        ops.Gelu: lambda: F.gelu(h),
+        ops.LayerNorm: lambda: F.layer_norm(x, ln_w),
+        ops.Embedding: lambda: F.embedding(ids, table),
+        ops.ScaledDotProductAttention: lambda: F.scaled_dot_product_attention(
+            *(a.transpose(1, 2) for a in qkv), causal=True
+        ),
+    }
+
+
+def alone():
+    print(f"each kernel alone, forward and backward, ms per call ({args.rounds} rounds of {args.calls} calls):")
+    for op, call in kernel_calls().items():
+        u = np.ones(call().shape, np.float32)  # the upstream gradient
+
+        def run(call=call, u=u):
+            for _ in range(args.calls):
+                call().backward(u)
+
+        result = alternate({"fast": lambda: gf.use_kernels("fast"), "plain": plain}, run, args.rounds)
+        (f, _), (p, ratio) = result["fast"], result["plain"]
+        print(f"  {op.__name__:<26} fast {f / args.calls:7.3f}  plain {p / args.calls:7.3f}  plain / fast {ratio:5.2f}")
+
+
+def in_a_step():
+    gf.manual_seed(0)
+    config = GPTConfig(vocab_size=VOCAB, block_size=T, n_layer=4, n_head=HEADS, n_embd=WIDTH, dropout=0.0, bias=False)
+    model = GPT(config)
+    optimizer = default_optimizer(model, TrainConfig(lr=1e-3, weight_decay=0.1))
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, VOCAB, (2, BATCH, T)) for _ in range(args.steps)]
+
+    def run():
+        for x, y in batches:
+            optimizer.zero_grad()
+            model(x, y)[1].backward()
+            optimizer.step()
+
+    variants = {"every kernel fast": lambda: gf.use_kernels("fast")}
+    variants["every kernel fast, again"] = lambda: gf.use_kernels("fast")  # how far equals come apart
+    for op in list(fast.REPLACES):
+        variants[f"fast, but {op.__name__} plain"] = lambda op=op: plain(op)
+    if args.plain_together:
+        together = [op for op in fast.REPLACES if op.__name__ in args.plain_together.split(",")]
+        variants[f"fast, but {' and '.join(op.__name__ for op in together)} plain"] = lambda: plain(*together)
+    if T > fast_attention.QUERY_BLOCK:
+        variants["fast, attention in one block"] = one_block
+    variants["every op plain"] = plain
+    print(f"a training step, context {T}, ms ({args.rounds} rounds of {args.steps} steps):")
+    for name, (ms, ratio) in alternate(variants, run, args.rounds).items():
+        print(f"  {name:<42} {ms / args.steps:7.1f}   / fast {ratio:5.3f}")
+
+
+if __name__ == "__main__":
+    print(f"malloc tuned: {tune_malloc()} (as the Trainer does)")
+    if not args.skip_alone:
+        alone()
+    in_a_step()
