@@ -1,4 +1,4 @@
-"""Benchmark: each fast kernel (gradflow/fast) against the plain op it replaces (gradflow/ops),
+"""Benchmark: each fast kernel (gradflow/fast) against the plain op it replaces (gradflow/engine/ops),
 alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128, batch 12).
 
     python benchmarks/kernels.py                  # context 64, as benchmarks/train_char_gpt.py
@@ -19,14 +19,15 @@ import contextlib
 import time
 
 import numpy as np
+from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
-from gradflow import fast, ops
-from gradflow import functional as F
+from gradflow import fast
+from gradflow.engine import ops
 from gradflow.fast import attention as fast_attention
 from gradflow.fast.memory import tune_malloc
-from gradflow.train import TrainConfig, default_optimizer
-from models.gpt import GPT, GPTConfig
+from gradflow.nn import functional as F
+from gradflow.training.trainer import TrainConfig, default_optimizer
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--context", type=int, default=64)
@@ -48,7 +49,7 @@ def plain(*replaced):
         with gf.use_kernels("plain"):
             yield
         return
-    taken = {op: fast.REPLACES.pop(op) for op in replaced}  # the table gradflow.kernels reads
+    taken = {op: fast.REPLACES.pop(op) for op in replaced}  # the table gradflow.engine.kernels reads
     try:
         with gf.use_kernels("fast"):
             yield

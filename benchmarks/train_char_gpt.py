@@ -47,14 +47,14 @@ if args.threads:  # must be set before numpy loads its BLAS
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
+from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import gradflow as gf  # noqa: E402
-from gradflow.data_parallel import DataParallel  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
-from gradflow.train import TrainConfig, Trainer, default_optimizer  # noqa: E402
-from models.gpt import GPT, GPTConfig  # noqa: E402
+from gradflow.training.data_parallel import DataParallel  # noqa: E402
+from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer  # noqa: E402
 
 tune_malloc()  # as the Trainer does: freed arrays are reused without page faults (gradflow/fast/memory.py)
 BATCH, BLOCK = 12, 64
@@ -68,7 +68,7 @@ TRAIN = TrainConfig(
 
 def gradflow_engine(vocab_size, processes=1):
     """gradflow's training step. With processes > 1 the batch is shared out among processes
-    (gradflow.data_parallel), whose workers start here, once, as in a Trainer run; BLAS gets one
+    (gradflow.training.data_parallel), whose workers start here, once, as in a Trainer run; BLAS gets one
     thread per process only inside `step.round()`, so that the other engines keep their threads."""
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
@@ -202,7 +202,7 @@ def train_torch(vocab_size, train_ids, val_ids):
 def decode_speed(vocab_size):
     """Tokens/s of greedy decoding with the KV cache and without it (re-reading the whole context):
     the two alternate, three times each, and the medians are printed."""
-    from gradflow.generate import generate
+    from gradflow.inference.generate import generate
 
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **{**MODEL, "block_size": 512}))

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradflow import functional as F
 from gradflow import nn
+from gradflow.nn import functional as F
 
 
 @dataclass

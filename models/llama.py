@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gradflow import functional as F
 from gradflow import nn
+from gradflow.nn import functional as F
 from gradflow.pretrained import GGUFFile, smollm2_path
 from gradflow.text import PretrainedBPETokenizer
 

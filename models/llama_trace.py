@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-from gradflow import functional as F
 from gradflow import no_grad
-from gradflow.functions import where
+from gradflow.engine.functions import where
+from gradflow.nn import functional as F
 
 
 def _shape(t):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import gradflow as gf
-from gradflow import functional as F
+from gradflow.nn import functional as F
 
 # --- the weights, typed in from the document ---------------------------------------------------
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import gradflow as gf
-from gradflow import functional as F
 from gradflow import nn
+from gradflow.nn import functional as F
 
 
 @dataclass

@@ -6,11 +6,12 @@ import os
 
 import numpy as np
 import pytest
+from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
-from gradflow import autograd, nn
-from gradflow.anomaly import AnomalyError, detect_anomaly
-from models.gpt import GPT, GPTConfig
+from gradflow import nn
+from gradflow.engine import autograd
+from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings: meant here
 

@@ -12,7 +12,7 @@ from gradflow.cli import main
 
 def test_help_from_the_installed_script():
     exe = shutil.which("gradflow")
-    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "gradflow.cli", "--help"]
+    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "gradflow", "--help"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "gradcheck" in out
 

@@ -6,9 +6,9 @@ from test_train import TOK, TRAIN, VAL
 from test_train import model as dropout_model
 
 import gradflow as gf
-from gradflow.data_parallel import DataParallel, shards
 from gradflow.text import get_batch
-from gradflow.train import TrainConfig, Trainer
+from gradflow.training.data_parallel import DataParallel, shards
+from gradflow.training.trainer import TrainConfig, Trainer
 
 
 def model(seed=0, dropout=0.0):
@@ -222,7 +222,7 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from test_data_parallel import batch, model\n"
-        "from gradflow.data_parallel import DataParallel\n"
+        "from gradflow.training.data_parallel import DataParallel\n"
         "dp = DataParallel(model(), 3)\n"
         "dp.forward_backward(*batch(rows=4))\n"
         "print(*(w.pid for w in dp.workers), flush=True)\n"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow.autograd import Function
+from gradflow.engine.autograd import Function
 
 
 def test_long_chain_backpropagates_without_recursion():
@@ -218,7 +218,7 @@ def test_topological_order_is_deterministic():
         a, b = x.exp(), x.tanh()
         return ((a * b).sum() + a.sum()).grad_fn
 
-    from gradflow.autograd import topological_order
+    from gradflow.engine.autograd import topological_order
 
     assert [n.name for n in topological_order(build())] == [n.name for n in topological_order(build())]
 

@@ -1,6 +1,6 @@
 """The fast tier equals the plain one: every fast kernel (gradflow/fast) gives its plain op's value
 and gradient, on every row of the gradcheck table and on the shapes the models use; and the
-switch between the tiers (gradflow/kernels.py)."""
+switch between the tiers (gradflow/engine/kernels.py)."""
 
 import subprocess
 import sys
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow import fast, kernels, ops
-from gradflow import functional as F
-from gradflow.autograd import topological_order
+from gradflow import fast
+from gradflow.engine import kernels, ops
+from gradflow.engine.autograd import topological_order
 from gradflow.fast import attention as fast_attention
 from gradflow.fast.embedding import add_rows
-from gradflow.optable import CASES
+from gradflow.nn import functional as F
+from gradflow.tools.gradcheck_table import CASES
 
 
 def _run(tier, fn, arrays, seed=1):
@@ -214,12 +215,12 @@ def _python(code, **env):
 
 def test_the_environment_chooses_the_tier_at_the_first_op_and_importing_changes_nothing():
     code = (
-        "import sys; import gradflow as gf; import gradflow.kernels as k\n"
+        "import sys; import gradflow as gf; import gradflow.engine.kernels as k\n"
         "assert k._tier is None and 'gradflow.fast' not in sys.modules  # nothing read, nothing tuned yet\n"
         "y = gf.randn(2, requires_grad=True).gelu()\n"
         "print(gf.kernels_in_use(), type(y.grad_fn).__module__)\n"
     )
-    assert _python(code, GRADFLOW_KERNELS="plain") == (0, "plain gradflow.ops.elementwise\n")
+    assert _python(code, GRADFLOW_KERNELS="plain") == (0, "plain gradflow.engine.ops.elementwise\n")
     assert _python(code, GRADFLOW_KERNELS="fast") == (0, "fast gradflow.fast.gelu\n")
     assert _python(code, GRADFLOW_KERNELS="") == (0, "fast gradflow.fast.gelu\n")  # unset or empty: fast
     status, output = _python(code, GRADFLOW_KERNELS="quick")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow import functional as F
+from gradflow.nn import functional as F
 
 
 def _softmax(x, axis=-1):

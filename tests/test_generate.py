@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from gradflow.models.gpt import GPT, GPTConfig
+from gradflow.models.toy import ToyModel
 
 import gradflow as gf
-from gradflow.generate import filter_probs, generate, sample
-from models.gpt import GPT, GPTConfig
-from models.toy import ToyModel
+from gradflow.inference.generate import filter_probs, generate, sample
 
 VOCAB = ["the", "cat", "sat", "on", "mat"]
 

@@ -10,11 +10,11 @@ import xml.etree.ElementTree as ET
 import graphviz
 import numpy as np
 import pytest
+from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
-from gradflow import graph as gv
 from gradflow.cli import main
-from models.gpt import GPT, GPTConfig
+from gradflow.tools import graph as gv
 
 NODE = re.compile(r"^\s+((?:t|op|m)\d+) \[(.*)\]$", re.M)
 EDGE = re.compile(r"^\s+(\w+) -> (\w+)$", re.M)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow.autograd import Function, topological_order
-from gradflow.optable import CASES
+from gradflow.engine.autograd import Function, topological_order
+from gradflow.tools.gradcheck_table import CASES
 
 # Every differentiable name of the public API (DESIGN.md) must have a row in the table.
 PUBLIC_DIFFERENTIABLE = """
@@ -51,11 +51,11 @@ def test_every_op_is_in_the_table():
                 y = case.fn(*case.inputs())
                 used |= {type(node) for node in topological_order(y.grad_fn)}
     missing = sorted(op.__name__ for op in _all_ops() - used)
-    assert not missing, f"ops without a gradcheck row in gradflow/optable.py: {missing}"
+    assert not missing, f"ops without a gradcheck row in gradflow/tools/gradcheck_table.py: {missing}"
     assert len(_all_ops()) >= 40
 
 
 def test_every_public_name_is_in_the_table():
     names = {c.name.split()[0] for c in CASES}
     missing = [n for n in PUBLIC_DIFFERENTIABLE if n not in names]
-    assert not missing, f"public ops without a row in gradflow/optable.py: {missing}"
+    assert not missing, f"public ops without a row in gradflow/tools/gradcheck_table.py: {missing}"

@@ -3,7 +3,7 @@
 import numpy as np
 
 import gradflow as gf
-from gradflow import autograd
+from gradflow.engine import autograd
 
 
 def test_profile_counts_every_op_call_and_times_both_phases():

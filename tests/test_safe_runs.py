@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow.checkpoint import load_checkpoint
 from gradflow.cli import main
-from gradflow.data_parallel import WorkerError
+from gradflow.training.checkpoint import load_checkpoint, save_checkpoint
+from gradflow.training.data_parallel import WorkerError
 
 TINY = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2"]
 TINY += ["--eval-iters", "1", "--sample-tokens", "0"]
@@ -180,7 +180,7 @@ def test_a_checkpoint_with_non_finite_weights_is_never_written_nor_resumed(tmp_p
     m = gf.nn.Linear(2, 2)
     m.weight.data[0, 0] = np.inf
     with pytest.raises(ValueError, match=r"not written: model/weight holds 1 non-finite value \(NaN or inf\)$"):
-        gf.checkpoint.save_checkpoint(tmp_path / "x.npz", m)
+        save_checkpoint(tmp_path / "x.npz", m)
     assert not (tmp_path / "x.npz").exists()
 
 
@@ -374,7 +374,7 @@ def test_an_error_while_generating_starts_its_own_line(checkpoint, capsys, monke
     def fail(*args, **kwargs):
         raise ValueError("generate: something went wrong")
 
-    monkeypatch.setattr("gradflow.commands.generate", fail)
+    monkeypatch.setattr("gradflow.cli.generate.generate", fail)
     assert main(["generate", "--checkpoint", str(checkpoint), "--prompt", "to be"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "to be\n" and captured.err == "gradflow generate: something went wrong\n"
@@ -402,7 +402,7 @@ def test_failures_that_escape_a_command_are_one_line(monkeypatch, capsys, error,
     def fail(args):
         raise error
 
-    monkeypatch.setattr("gradflow.commands.run_train", fail)  # looked up when the parser is built
+    monkeypatch.setattr("gradflow.cli.train.run_train", fail)  # looked up when the parser is built
     assert main(["train"]) == code
     assert capsys.readouterr().err.strip() == line
 
@@ -493,7 +493,7 @@ def test_each_evaluation_logs_the_health_of_each_block(tmp_path, data):
 
 def test_the_update_ratio_is_the_step_over_the_weights(tmp_path):
     """One SGD step by hand: ||lr g|| / ||w|| is what the record says."""
-    from gradflow.train import TrainConfig, Trainer
+    from gradflow.training.trainer import TrainConfig, Trainer
 
     class Line(gf.nn.Module):
         def __init__(self):

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gradflow.models.llama import Llama, from_gguf, halves_from_pairs, smollm2_135m, smollm2_instruct
+from gradflow.models.llama_trace import trace
 
 import gradflow as gf
-from gradflow.chat import SMOLLM2_SYSTEM, Chat, chatml
 from gradflow.cli import main
-from gradflow.generate import generate
+from gradflow.inference.chat import SMOLLM2_SYSTEM, Chat, chatml
+from gradflow.inference.generate import generate
 from gradflow.pretrained import (
     GGUFFile,
     dequantize_q4_1,
@@ -25,8 +27,6 @@ from gradflow.pretrained import (
     smollm2_path,
 )
 from gradflow.text import PretrainedBPETokenizer, load_tokenizer
-from models.llama import Llama, from_gguf, halves_from_pairs, smollm2_135m, smollm2_instruct
-from models.llama_trace import trace
 
 FIXTURE = Path(__file__).parent / "fixtures" / "smollm2"
 EXPECTED = json.loads((FIXTURE / "tokens.json").read_text(encoding="utf-8"))
@@ -273,7 +273,7 @@ def test_gradflow_generate_with_smollm2_and_trace(capsys):
 
 
 def test_a_file_of_another_kind_is_a_clear_error(gguf):
-    from models.llama import config_from_gguf
+    from gradflow.models.llama import config_from_gguf
 
     with pytest.raises(ValueError, match=r"config_from_gguf: expected a 'llama' model file, got architecture 'gpt2'"):
         config_from_gguf({**gguf.metadata, "general.architecture": "gpt2"})

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gradflow as gf
-from gradflow import functional as F
 from gradflow.nn import Parameter
+from gradflow.nn import functional as F
 
 if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
     import torch

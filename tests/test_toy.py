@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 import pytest
+from gradflow.models.toy import ToyConfig, ToyModel
 
 import gradflow as gf
-from gradflow import functional as F
-from models.toy import ToyConfig, ToyModel
+from gradflow.nn import functional as F
 
 THE, CAT, SAT, ON, MAT = range(5)
 

@@ -6,12 +6,12 @@ import signal
 
 import numpy as np
 import pytest
+from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
-from gradflow.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from gradflow.text import CharTokenizer, split
-from gradflow.train import TrainConfig, Trainer
-from models.gpt import GPT, GPTConfig
+from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from gradflow.training.trainer import TrainConfig, Trainer
 
 TEXT = "the cat sat on the mat. the dog sat on the log. " * 40
 TOK = CharTokenizer(TEXT)

@@ -2,9 +2,9 @@
 leakage (004), and trained to reverse digit strings."""
 
 import numpy as np
+from gradflow.models.transformer import Transformer, TransformerConfig
 
 import gradflow as gf
-from models.transformer import Transformer, TransformerConfig
 
 TINY = TransformerConfig(
     src_vocab=5, tgt_vocab=6, d_model=4, n_heads=2, d_ff=8, n_enc_layers=1, n_dec_layers=2, max_len=8, pad_id=0

@@ -12,7 +12,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import gradflow as gf
-from gradflow import functional as F
+from gradflow.nn import functional as F
 
 
 def leaf(data, dtype=np.float64):

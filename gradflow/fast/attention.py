@@ -1,5 +1,5 @@
 """Attention with its scores stored keys-first, in blocks of queries under a causal mask:
-replaces ops.ScaledDotProductAttention (gradflow/ops/attention.py), same formulas.
+replaces ops.ScaledDotProductAttention (gradflow/engine/ops/attention.py), same formulas.
 
 What changes, and why:
 - The scores are stored keys-first (see keys_first): the softmax's reductions along each
@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from ..autograd import Function
-from ..ops.attention import allowed_keys
+from gradflow.engine.autograd import Function
+from gradflow.engine.ops.attention import allowed_keys
 
 
 def keys_first(shape, *like):

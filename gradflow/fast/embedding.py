@@ -1,5 +1,5 @@
 """The embedding gradient as one sort and one segmented sum: replaces ops.Embedding
-(gradflow/ops/index.py), same numbers.
+(gradflow/engine/ops/index.py), same numbers.
 
 What changes: the plain op's backward adds each place's gradient row to its token's row with
 np.add.at(dW, ids, g), which handles every one of the B T rows on its own. Here the ids are
@@ -14,7 +14,7 @@ faster over runs), once a step; in a whole step that is at the edge of what the 
 
 import numpy as np
 
-from ..autograd import Function
+from gradflow.engine.autograd import Function
 
 
 def add_rows(dw, ids, grad):

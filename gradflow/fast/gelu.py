@@ -1,4 +1,4 @@
-"""GELU computed in place: replaces ops.Gelu (gradflow/ops/elementwise.py), same formula.
+"""GELU computed in place: replaces ops.Gelu (gradflow/engine/ops/elementwise.py), same formula.
 
 What changes: the plain op builds each step of the formula as a new array (x^3, u, tanh(u), h,
 y, and in backward x^2, du/dx, dh/dx, ...), about a dozen arrays of x's size per call, and
@@ -18,8 +18,8 @@ with the plain op in its place (four runs: 1.031 to 1.053; two equal variants ca
 
 import numpy as np
 
-from ..autograd import Function
-from ..ops.elementwise import GELU_A, GELU_C
+from gradflow.engine.autograd import Function
+from gradflow.engine.ops.elementwise import GELU_A, GELU_C
 
 
 class Gelu(Function):

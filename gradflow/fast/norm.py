@@ -1,5 +1,5 @@
 """LayerNorm with einsum row sums and an in-place backward: replaces ops.LayerNorm
-(gradflow/ops/norm.py), same formulas.
+(gradflow/engine/ops/norm.py), same formulas.
 
 What changes: the plain op takes each mean with a.mean(axis=-1), and each mean of a product
 with (a * b).mean(axis=-1), which first builds the (..., D) product. Here both are one einsum:
@@ -18,7 +18,7 @@ RMSNorm has no fast kernel: the baby GPT does not use it, so no step could show 
 
 import numpy as np
 
-from ..autograd import Function
+from gradflow.engine.autograd import Function
 
 
 def row_mean(a):

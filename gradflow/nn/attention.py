@@ -10,12 +10,12 @@ broadcasting, without copying keys: queries are viewed as (B, n_kv, group, T, hs
 
 import numpy as np
 
-from .. import functional as F
-from ..autograd import is_grad_enabled
-from ..functions import cat
-from ..tensor import Tensor
-from .layers import Dropout, Linear
-from .module import Module
+from gradflow.engine.autograd import is_grad_enabled
+from gradflow.engine.functions import cat
+from gradflow.engine.tensor import Tensor
+from gradflow.nn import functional as F
+from gradflow.nn.layers import Dropout, Linear
+from gradflow.nn.module import Module
 
 
 class KVCache:

@@ -7,10 +7,10 @@ Pre-norm leaves the residual stream x untouched by normalisation, so gradients r
 along an identity path; post-norm normalises the stream itself after every sublayer.
 """
 
-from .attention import MultiHeadAttention
-from .ffn import MLP, SwiGLU
-from .layers import LayerNorm, RMSNorm
-from .module import Module
+from gradflow.nn.attention import MultiHeadAttention
+from gradflow.nn.ffn import MLP, SwiGLU
+from gradflow.nn.layers import LayerNorm, RMSNorm
+from gradflow.nn.module import Module
 
 
 def make_norm(kind, d_model, eps, dtype=None):

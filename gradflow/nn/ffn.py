@@ -1,7 +1,7 @@
 """Position-wise feed-forward networks: the same two-layer network applied to every token."""
 
-from .layers import Dropout, Linear
-from .module import Module
+from gradflow.nn.layers import Dropout, Linear
+from gradflow.nn.module import Module
 
 ACTIVATIONS = {"relu": lambda h: h.relu(), "gelu": lambda h: h.gelu(), "silu": lambda h: h.silu()}
 

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..dtype import get_default_dtype
-from ..rng import generator
-from .module import Parameter
+from gradflow.engine.dtype import get_default_dtype
+from gradflow.engine.rng import generator
+from gradflow.nn.module import Parameter
 
 _meta = False
 

@@ -2,9 +2,9 @@
 
 import math
 
-from .. import functional as F
-from . import init
-from .module import Module
+from gradflow.nn import functional as F
+from gradflow.nn import init
+from gradflow.nn.module import Module
 
 
 class Linear(Module):

@@ -7,8 +7,8 @@ map one to one onto PyTorch checkpoints.
 
 import numpy as np
 
-from ..autograd import is_grad_enabled, module_scope
-from ..tensor import Tensor
+from gradflow.engine.autograd import is_grad_enabled, module_scope
+from gradflow.engine.tensor import Tensor
 
 
 class Parameter(Tensor):

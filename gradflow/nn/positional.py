@@ -7,10 +7,10 @@ decoding with a KV cache can encode token t alone at its true position.
 
 import numpy as np
 
-from .. import functional as F
-from ..checks import normalize_axis
-from . import init
-from .module import Module
+from gradflow.engine.checks import normalize_axis
+from gradflow.nn import functional as F
+from gradflow.nn import init
+from gradflow.nn.module import Module
 
 
 def sinusoidal_table(n_positions, d_model, base=10000.0):

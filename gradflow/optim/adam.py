@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer, check_positive
+from gradflow.optim.optimizer import Optimizer, check_positive
 
 
 class Adam(Optimizer):

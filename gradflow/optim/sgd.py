@@ -1,6 +1,6 @@
 """Stochastic gradient descent with momentum, as torch.optim.SGD (no dampening, no Nesterov)."""
 
-from .optimizer import Optimizer, check_positive
+from gradflow.optim.optimizer import Optimizer, check_positive
 
 
 class SGD(Optimizer):

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .quant import DEQUANTIZE
+from gradflow.pretrained.quant import DEQUANTIZE
 
 MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 VERSIONS = (2, 3)  # the format versions the gguf package reads

@@ -7,12 +7,12 @@ train, val = split(tok.encode(text), val_fraction=0.1)
 x, y = get_batch(train, batch_size=8, block_size=64, rng=np.random.default_rng(0))
 """
 
-from .batches import get_batch, split
-from .bpe import SPLIT_PATTERN, BPETokenizer
-from .char import CharTokenizer
-from .corpus import default_corpus, load_text
-from .pretrained_bpe import PretrainedBPETokenizer
-from .tokenizer import Tokenizer, load_tokenizer
+from gradflow.text.batches import get_batch, split
+from gradflow.text.bpe import SPLIT_PATTERN, BPETokenizer
+from gradflow.text.char import CharTokenizer
+from gradflow.text.corpus import default_corpus, load_text
+from gradflow.text.pretrained_bpe import PretrainedBPETokenizer
+from gradflow.text.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
     "BPETokenizer", "CharTokenizer", "PretrainedBPETokenizer", "SPLIT_PATTERN", "Tokenizer", "default_corpus",

@@ -17,7 +17,7 @@ from collections import Counter
 import numpy as np
 import regex
 
-from .tokenizer import Tokenizer, short
+from gradflow.text.tokenizer import Tokenizer, short
 
 # GPT-2's split pattern: a contraction, a word with the space before it, a number, a run of
 # punctuation, whitespace (not the last space before a word, which goes with the word). \p{L} and

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .tokenizer import Tokenizer
+from gradflow.text.tokenizer import Tokenizer
 
 # how many unknown characters an encode error lists before it only counts the rest
 _MAX_LISTED = 10

@@ -20,8 +20,8 @@ bytes that never occur in UTF-8) cannot be encoded; it is dropped, as Hugging Fa
 import numpy as np
 import regex
 
-from .bpe import SPLIT_PATTERN, BPETokenizer
-from .tokenizer import short
+from gradflow.text.bpe import SPLIT_PATTERN, BPETokenizer
+from gradflow.text.tokenizer import short
 
 CONTROL = 3  # the token type of control tokens in GGUF files
 

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from .corpus import read_text
+from gradflow.text.corpus import read_text
 
 # type name -> Tokenizer subclass, filled in as each subclass is defined
 _TOKENIZERS = {}

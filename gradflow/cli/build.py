@@ -1,0 +1,111 @@
+"""The model a command asks for: built from flags, or rebuilt from a checkpoint's description.
+
+This is where the command line meets gradflow.models (the example architectures); no other part
+of the library imports them.
+"""
+
+import math
+from dataclasses import asdict, fields
+
+from gradflow.models.gpt import GPT, GPTConfig
+from gradflow.models.llama import Llama, LlamaConfig
+from gradflow.nn import init
+from gradflow.text import load_tokenizer
+from gradflow.training.checkpoint import CheckpointError
+from gradflow.training.trainer import flag
+
+MODEL_DEFAULTS = dict(model="gpt", n_layer=4, n_head=4, n_kv_head=None, n_embd=128, dropout=0.0)
+# what each model flag is called in each architecture's config
+CONFIG_NAMES = {
+    "gpt": dict(n_layer="n_layer", n_head="n_head", n_embd="n_embd", dropout="dropout"),
+    "llama": dict(n_layer="n_layer", n_head="n_heads", n_kv_head="n_kv_heads", n_embd="d_model"),
+}
+# the largest sizes a checkpoint's config may ask for: a crafted file must not make us allocate 60 GiB
+LIMITS = dict(vocab_size=1 << 20, block_size=1 << 16, n_layer=1024, n_head=1024, n_heads=1024, n_kv_heads=1024,
+              n_embd=1 << 15, d_model=1 << 15, d_ff=1 << 17)  # fmt: skip
+
+
+def check_model_flags(kind, n_layer, n_head, n_embd, dropout=0.0, n_kv_head=None):
+    """Refuse sizes no model can have, naming the flag: a model with no blocks is not a model."""
+    for name, value in (("n_layer", n_layer), ("n_head", n_head), ("n_embd", n_embd), ("n_kv_head", n_kv_head)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag(name)} must be a positive integer, got {value}")
+    if n_embd % n_head:
+        raise ValueError(f"--n-embd {n_embd} must be a multiple of --n-head {n_head} (each head gets n_embd / n_head)")
+    if kind == "llama" and (n_embd // n_head) % 2:
+        raise ValueError(f"--n-embd / --n-head = {n_embd // n_head} must be even for llama (RoPE rotates pairs)")
+    if n_kv_head is not None and n_head % n_kv_head:
+        raise ValueError(f"--n-head {n_head} must be a multiple of --n-kv-head {n_kv_head}")
+    if not (math.isfinite(dropout) and 0 <= dropout < 1):
+        raise ValueError(f"--dropout must be in [0, 1), got {dropout}")
+
+
+def build_model(kind, vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, n_kv_head=None):
+    """A GPT or Llama-style model of the given size, and its {"type", "config"} description."""
+    check_model_flags(kind, n_layer, n_head, n_embd, dropout, n_kv_head)
+    if kind == "gpt":
+        config = GPTConfig(vocab_size, block_size, n_layer, n_head, n_embd, dropout=dropout, bias=False)
+        return GPT(config), {"type": "gpt", "config": asdict(config)}
+    if kind == "llama":
+        d_ff = 32 * round(8 * n_embd / 3 / 32)  # SwiGLU's usual width: 2/3 of 4d, rounded to 32
+        config = LlamaConfig(vocab_size, n_layer, n_embd, n_head, n_kv_head or n_head, d_ff)
+        return Llama(config), {"type": "llama", "config": asdict(config), "block_size": block_size}
+    raise ValueError(f"unknown model {kind!r}: choose gpt or llama")
+
+
+def model_from_meta(ckpt):
+    """Rebuild the (untrained) model a checkpoint describes, checking its description first.
+
+    The sizes are checked against limits, and the shapes the config implies against the arrays in
+    the file, before any weight is allocated: a crafted config cannot make us allocate more than
+    the file itself holds.
+    """
+    described = ckpt.meta.get("model")
+    kinds = {"gpt": (GPT, GPTConfig), "llama": (Llama, LlamaConfig)}
+    if not isinstance(described, dict) or described.get("type") not in kinds:
+        raise CheckpointError(f"checkpoint {ckpt.path}: model must name its type, gpt or llama, got {described!r}")
+    cls, config_cls = kinds[described["type"]]
+    given = described.get("config")
+    names = {f.name: getattr(f.type, "__name__", f.type) for f in fields(config_cls)}
+    if not isinstance(given, dict) or set(given) - set(names):
+        raise CheckpointError(f"checkpoint {ckpt.path}: model.config must hold {config_cls.__name__} fields")
+    for name, value in given.items():
+        kind = {"int": int, "float": (int, float), "bool": bool}[names[name]]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise CheckpointError(f"checkpoint {ckpt.path}: model.config.{name} has the wrong type: {value!r}")
+        if names[name] == "int" and not 1 <= value <= LIMITS.get(name, 1 << 20):
+            raise CheckpointError(f"checkpoint {ckpt.path}: model.config.{name} = {value} is out of range")
+    if described["type"] == "llama" and not _is_size(described.get("block_size")):
+        raise CheckpointError(f"checkpoint {ckpt.path}: model.block_size must be a positive integer")
+    config = config_cls(**given)
+    with init.meta():  # shapes only, no storage
+        shapes = {n: p.shape for n, p in cls(config).named_parameters(remove_duplicate=False)}
+    saved = {k[len("model/") :]: v.shape for k, v in ckpt.arrays.items() if k.startswith("model/")}
+    for name, shape in shapes.items():
+        if name not in saved:
+            raise CheckpointError(f"checkpoint {ckpt.path}: model/{name} is missing")
+        if saved[name] != shape:
+            raise CheckpointError(
+                f"checkpoint {ckpt.path}: model/{name} has shape {saved[name]} but its config implies {shape}"
+            )
+    return cls(config)
+
+
+def _is_size(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= LIMITS["block_size"]
+
+
+def tokenizer_for(ckpt, model):
+    """The checkpoint's tokenizer, checked to speak the model's vocabulary."""
+    tokenizer = load_tokenizer(ckpt.meta.get("tokenizer"), source=f"checkpoint {ckpt.path}: tokenizer")
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path}: its tokenizer has {tokenizer.vocab_size} tokens but the model "
+            f"{model.config.vocab_size}"
+        )
+    return tokenizer
+
+
+def context_of(meta):
+    described = meta["model"]
+    return described["config"]["block_size"] if described["type"] == "gpt" else described["block_size"]

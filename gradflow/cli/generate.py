@@ -1,0 +1,142 @@
+"""`gradflow generate` and `gradflow chat`: sample from a trained checkpoint, or talk with SmolLM2.
+
+`gradflow chat` talks with the pretrained SmolLM2-135M-Instruct, and `gradflow generate --model
+smollm2` continues a prompt with it (`--trace` prints each step of the prompt's forward pass).
+"""
+
+import contextlib
+import math
+import sys
+
+from gradflow.cli.build import context_of, model_from_meta, tokenizer_for
+from gradflow.inference import SMOLLM2_SYSTEM, Chat, chatml, generate
+from gradflow.models.llama import smollm2_instruct
+from gradflow.models.llama_trace import trace
+from gradflow.training.checkpoint import load_checkpoint
+
+
+class Printer:
+    """Streams decoded text as tokens arrive, holding back an incomplete multi-byte character."""
+
+    def __init__(self, tokenizer, ids, out=None, skip=()):
+        self.tokenizer, self.ids, self.out, self.skip = tokenizer, list(ids), out or sys.stdout, skip
+        self.shown = len(tokenizer.decode(self.ids))
+
+    def __call__(self, token):
+        if token in self.skip:  # an end-of-turn token is not text to show
+            return
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids).rstrip("\ufffd")
+        self.out.write(text[self.shown :])
+        self.out.flush()
+        self.shown = max(self.shown, len(text))
+
+
+def run_generate(args):
+    check_sampling_flags(args)
+    if args.model == "smollm2":
+        return _generate_smollm2(args)
+    ckpt = load_checkpoint(args.checkpoint)
+    model = model_from_meta(ckpt)
+    ckpt.restore(model)
+    model.eval()
+    tokenizer = tokenizer_for(ckpt, model)
+    return _stream(args, model, tokenizer, args.prompt, context=context_of(ckpt.meta))
+
+
+def check_sampling_flags(args):
+    """Refuse sampling settings that mean nothing, by flag, before the prompt is printed."""
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be a non-negative integer, got {args.max_new_tokens}")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise ValueError(f"--temperature must be a non-negative number (0 is greedy), got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(f"--top-k must be a positive integer, got {args.top_k}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise ValueError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.seed is not None and args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+
+
+def _stream(args, model, tokenizer, text, skip=(), **options):
+    """Print `text`, then its continuation token by token, sampled as the command's flags say."""
+    prompt = tokenizer.encode(text)
+    sys.stdout.write(text)
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    printer = Printer(tokenizer, prompt, skip=skip)
+    try:
+        generate(model, prompt, args.max_new_tokens, on_token=printer, **sampling, **options)
+    finally:  # an error's line starts on a line of its own, not after the prompt
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return 0
+
+
+def _load_smollm2():
+    print("loading SmolLM2-135M-Instruct ...", file=sys.stderr, flush=True)
+    return smollm2_instruct()
+
+
+def _generate_smollm2(args):
+    model, tokenizer = _load_smollm2()
+    text = chatml([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+    if args.trace:
+        trace(model, tokenizer.encode(text), tokenizer)
+    ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
+    return _stream(args, model, tokenizer, text, skip=ends, stop=ends)
+
+
+def run_chat(args):
+    check_sampling_flags(args)
+    if sys.stdin is None or sys.stdin.closed:
+        raise ValueError("standard input is closed: chat reads your messages from it")
+    model, tokenizer = _load_smollm2()
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+    tty = sys.stdin.isatty()
+    if tty:
+        print("Chat with SmolLM2-135M-Instruct. An empty line or Ctrl-D ends; /reset starts over.", file=sys.stderr)
+    while True:
+        try:
+            text = input("you> " if tty else "")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not text.strip():
+            break
+        if text.strip() == "/reset":
+            chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+            continue
+        sys.stdout.write("smollm2> ")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops this reply, keeps the conversation
+            chat.say(text, on_token=Printer(tokenizer, [], skip=(chat.end,)))
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return 0
+
+
+def add_command(sub):
+    """Register `gradflow generate` and `gradflow chat`."""
+    gen = sub.add_parser("generate", help="sample text from a trained checkpoint, or from SmolLM2")
+    gen.add_argument("--checkpoint", default="out", help="a checkpoint file or the directory holding ckpt.npz")
+    gen.add_argument("--model", choices=["smollm2"], help="a pretrained model instead of a checkpoint")
+    gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
+    gen.add_argument("--trace", action="store_true", help="with --model: print each step's shape")
+    gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
+    add_sampling_flags(gen, max_new_tokens=300, temperature=0.8)
+    gen.set_defaults(run=run_generate)
+
+    chat = sub.add_parser("chat", help="talk with SmolLM2-135M-Instruct (fetched once, 98 MB)")
+    chat.add_argument("--system", default=SMOLLM2_SYSTEM, help="the system message")
+    # greedy by default: a 135M model gets facts right most reliably on its most likely path;
+    # the model card's sampling is --temperature 0.2 --top-p 0.9
+    add_sampling_flags(chat, max_new_tokens=512, temperature=0.0)
+    chat.set_defaults(run=run_chat)
+
+
+def add_sampling_flags(parser, max_new_tokens, temperature):
+    """--max-new-tokens, --temperature, --top-k, --top-p and --seed, with these defaults."""
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    parser.add_argument("--temperature", type=float, default=temperature, help=f"0 is greedy (default {temperature})")
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)

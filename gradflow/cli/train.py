@@ -1,0 +1,179 @@
+"""`gradflow train`: train a GPT (or Llama-style) model on a text file, or continue a saved run.
+
+With no arguments it trains the char-level "baby GPT" (4 layers, 4 heads, 128 wide, context 64)
+on the built-in corpus (the documentation text CPython ships in pydoc_data), prints a sample at
+every evaluation, and leaves a checkpoint, metrics.jsonl and loss.png in out/.
+"""
+
+import hashlib
+import stat
+from dataclasses import fields
+from pathlib import Path
+
+from gradflow.cli.build import (
+    CONFIG_NAMES,
+    MODEL_DEFAULTS,
+    build_model,
+    check_model_flags,
+    model_from_meta,
+    tokenizer_for,
+)
+from gradflow.engine.rng import manual_seed
+from gradflow.inference import generate
+from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
+from gradflow.training.checkpoint import load_checkpoint
+from gradflow.training.trainer import TrainConfig, Trainer, check_config, check_fresh, flag, resume_config
+
+
+def read_data(path):
+    """The text of --data: a regular UTF-8 file (a device or a pipe would never end)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"--data {path}: no such file")
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise ValueError(f"--data {path} is not a regular file")
+    return load_text(path)
+
+
+def fingerprint(text):
+    """The sha256 of a corpus: a resumed run must train on the text it started with."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _tokenizer(args, text):
+    if args.tokenizer == "bpe":
+        vocab_size = 512 if args.vocab_size is None else args.vocab_size
+        if vocab_size < 256:
+            raise ValueError(f"--vocab-size must be at least 256 (one token per byte), got {vocab_size}")
+        return BPETokenizer.train(text, vocab_size)
+    if args.vocab_size is not None:
+        raise ValueError("--vocab-size is for --tokenizer bpe: a char tokenizer's vocabulary is the text's characters")
+    return CharTokenizer(text)
+
+
+def _fresh_run(args, given):
+    """A new run: every setting checked before any work, and no checkpoint in the way."""
+    config = TrainConfig(**given)
+    check_config(config, spell=flag)
+    if args.sample_tokens < 0:
+        raise ValueError(f"--sample-tokens must be a non-negative integer, got {args.sample_tokens}")
+    sizes = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in MODEL_DEFAULTS.items()}
+    kind = sizes.pop("model")
+    check_model_flags(kind, **sizes)
+    if not args.overwrite:
+        check_fresh(config.out_dir)
+    manual_seed(config.seed)
+    text = read_data(args.data) if args.data else default_corpus()
+    tokenizer = _tokenizer(args, text)
+    model, described = build_model(kind, tokenizer.vocab_size, config.block_size, **sizes)
+    data = str(Path(args.data).resolve()) if args.data else "built-in"
+    meta = {"model": described, "tokenizer": tokenizer.to_dict(), "data": data, "data_sha256": fingerprint(text)}
+    return config, model, tokenizer, text, meta
+
+
+def _resumed_run(args, given):
+    """The run saved in --out-dir, with the flags that may change applied and the others refused."""
+    path = Path(given["out_dir"]) / "ckpt.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"--resume: {path} does not exist; start a new run without --resume")
+    ckpt = load_checkpoint(path)
+    model = model_from_meta(ckpt)
+    described = ckpt.meta["model"]
+    for name, config_name in CONFIG_NAMES[described["type"]].items():
+        value, saved = getattr(args, name), described["config"][config_name]
+        if value is not None and value != saved:
+            raise ValueError(f"{flag(name)} {value} conflicts with the checkpoint, whose model has {saved}")
+    if args.model is not None and args.model != described["type"]:
+        raise ValueError(f"--model {args.model} conflicts with the checkpoint, which holds a {described['type']}")
+    tokenizer = tokenizer_for(ckpt, model)
+    if args.tokenizer is not None and args.tokenizer != tokenizer.type_name:
+        raise ValueError(f"--tokenizer {args.tokenizer} conflicts with the checkpoint's, {tokenizer.type_name}")
+    if args.vocab_size is not None and args.vocab_size != tokenizer.vocab_size:
+        raise ValueError(f"--vocab-size {args.vocab_size} conflicts with the checkpoint's {tokenizer.vocab_size}")
+    config, changes = resume_config(ckpt.meta.get("train_config"), given, spell=flag)
+    check_config(config, spell=flag)
+    meta = {k: ckpt.meta.get(k) for k in ("model", "tokenizer", "data", "data_sha256")}
+    if args.data:
+        meta["data"] = str(Path(args.data).resolve())
+    text = default_corpus() if meta["data"] == "built-in" else read_data(meta["data"])
+    if meta["data_sha256"] is None:  # a checkpoint from before data was fingerprinted
+        meta["data_sha256"] = fingerprint(text)
+    elif fingerprint(text) != meta["data_sha256"]:
+        raise ValueError(
+            f"--resume: the text in {meta['data']} is not the text this run was trained on "
+            "(its sha256 differs); pass the original file with --data"
+        )
+    step = ckpt.meta.get("step")
+    print(f"resuming {path} at step {step}" + (f"; changed: {', '.join(changes)}" if changes else ""), flush=True)
+    return config, model, tokenizer, text, meta
+
+
+def run_train(args):
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+    given["out_dir"] = given.get("out_dir", TrainConfig.out_dir)
+    given["detect_anomaly"] = args.detect_anomaly or None
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.resume:
+        config, model, tokenizer, text, meta = _resumed_run(args, given)
+    else:
+        config, model, tokenizer, text, meta = _fresh_run(args, given)
+    train_ids, val_ids = split(tokenizer.encode(text), block_size=config.block_size)
+    print(
+        f"training a {meta['model']['type']} of {model.num_parameters():,} parameters on "
+        f"{len(train_ids):,} tokens ({tokenizer.vocab_size} in the vocabulary) for {config.max_iters} steps; "
+        f"writing to {config.out_dir}/",
+        flush=True,
+    )
+
+    def show_sample(trainer, step):
+        prompt = tokenizer.encode(text[: config.block_size // 2])
+        ids = generate(trainer.model, prompt, args.sample_tokens, temperature=0.8, seed=step, context=config.block_size)
+        sample = tokenizer.decode(ids[len(prompt) :])
+        print(f"--- sample at step {step} ---\n{sample}\n---", flush=True)
+
+    on_eval = show_sample if args.sample_tokens else None
+    trainer = Trainer(model, train_ids, val_ids, config, meta=meta, on_eval=on_eval, overwrite=args.overwrite)
+    if args.resume:
+        trainer.resume()
+    history = trainer.fit()
+    if history:
+        last = history[-1]  # the last evaluation: after a Ctrl-C, earlier than the step reached
+        val = f"val loss {last['val_loss']:.4f} at step {last['step']}"
+        print(f"done at step {trainer.step}: {val}; {config.out_dir}/loss.png")
+    return 0
+
+
+def add_command(sub):
+    train = sub.add_parser(
+        "train",
+        help="train a small language model on text",
+        description="Train a GPT (or Llama-style) model on a text file, or on the built-in corpus.",
+    )
+    train.add_argument("--data", help="a UTF-8 text file (default: the built-in corpus)")
+    train.add_argument("--tokenizer", choices=["char", "bpe"], help="(default char)")
+    train.add_argument("--vocab-size", type=int, help="for --tokenizer bpe (default 512)")
+    train.add_argument("--model", choices=["gpt", "llama"], help="architecture (default gpt)")
+    train.add_argument("--n-layer", type=int, help="blocks (default 4)")
+    train.add_argument("--n-head", type=int, help="attention heads (default 4)")
+    train.add_argument("--n-kv-head", type=int, help="key/value heads, llama only (default: n-head)")
+    train.add_argument("--n-embd", type=int, help="width (default 128)")
+    train.add_argument("--dropout", type=float, help="(default 0)")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        default = getattr(defaults, f.name)
+        if not isinstance(default, bool):
+            train.add_argument(flag(f.name), type=type(default), help=f"(default {default})")
+    train.add_argument("--sample-tokens", type=int, default=200, help="sample length at each evaluation; 0: none")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run saved in --out-dir (model, tokenizer and data stay; lr, max-iters, batch size, "
+        "intervals and processes may change)",
+    )
+    train.add_argument("--overwrite", action="store_true", help="start a new run over the checkpoint in --out-dir")
+    train.add_argument(
+        "--detect-anomaly",
+        action="store_true",
+        help="check every op's output and gradient, naming the first op that makes a NaN or inf (slower)",
+    )
+    train.set_defaults(run=run_train)

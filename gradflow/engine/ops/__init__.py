@@ -1,0 +1,45 @@
+"""Every differentiable op, one Function subclass each, forward and backward side by side.
+
+These are the plain tier: written formula for formula, with the backward derived in each docstring.
+gradflow/fast holds tuned kernels that replace a few of them (gradflow/engine/kernels.py chooses).
+"""
+
+from gradflow.engine.ops.attention import ScaledDotProductAttention
+from gradflow.engine.ops.elementwise import (
+    Abs,
+    Add,
+    Clip,
+    Div,
+    Exp,
+    Gelu,
+    Log,
+    Maximum,
+    Minimum,
+    Mul,
+    Neg,
+    Pow,
+    Relu,
+    Rsqrt,
+    Sigmoid,
+    Silu,
+    Sqrt,
+    Sub,
+    Tanh,
+)
+from gradflow.engine.ops.index import Embedding, Index, MaskedFill, Where
+from gradflow.engine.ops.linear import Linear
+from gradflow.engine.ops.loss import CrossEntropy
+from gradflow.engine.ops.matmul import Matmul
+from gradflow.engine.ops.norm import LayerNorm, RMSNorm
+from gradflow.engine.ops.reduce import LogSumExp, Max, Mean, Min, Sum, Var
+from gradflow.engine.ops.rope import Rope
+from gradflow.engine.ops.shape import Cat, Expand, Permute, Reshape, Stack
+from gradflow.engine.ops.softmax import LogSoftmax, Softmax
+
+__all__ = [
+    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Embedding", "Exp", "Expand", "Gelu", "Index",
+    "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
+    "Mean", "Min", "Minimum", "Mul", "Neg", "Permute", "Pow", "RMSNorm", "Relu", "Reshape",
+    "Rope", "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",
+    "Sum", "Tanh", "Var", "Where",
+]  # fmt: skip

@@ -1,0 +1,629 @@
+"""The Tensor: a numpy array, its gradient, and the edge to the op that made it.
+
+A tensor made by an op keeps that op's node in `grad_fn`; the node keeps its input tensors. That
+chain of nodes is the computation graph that `backward()` walks from the output to the leaves.
+Every operator and method here only checks its arguments and calls one op's `apply`.
+"""
+
+import math
+import weakref
+
+import numpy as np
+
+from gradflow.engine import autograd, ops
+from gradflow.engine.checks import broadcast_shape, normalize_axes, normalize_axis
+from gradflow.engine.dtype import FLOAT_DTYPES, get_default_dtype, is_float
+from gradflow.engine.kernels import kernel
+
+
+def as_array(data, dtype=None):
+    """A numpy array from data: a numpy array keeps its dtype, Python floats get the default one."""
+    if isinstance(data, Tensor):
+        data = data._data
+    if isinstance(data, (np.ndarray, np.generic)):
+        array = np.array(data, dtype=dtype)
+    else:
+        try:
+            array = np.array(data)
+        except ValueError as e:
+            raise ValueError(f"tensor: cannot make a tensor of this data: {e}") from None
+        if dtype is not None:
+            array = array.astype(dtype)
+        elif is_float(array.dtype):
+            array = array.astype(get_default_dtype())
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"tensor: cannot make a tensor of {array.dtype} data ({type(data).__name__})")
+    return array
+
+
+def as_tensor(x):
+    """x itself if it is a Tensor, else a constant tensor of it."""
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _lift(x, other):
+    """x as a Tensor; a Python or numpy scalar takes `other`'s dtype, as in PyTorch.
+
+    This is where float32 stays float32: `x * np.float64(2)` would otherwise promote to float64.
+    """
+    if isinstance(x, Tensor):
+        return x
+    if np.ndim(x) == 0 and isinstance(other, Tensor):
+        scalar = np.asarray(x)
+        if is_float(other.dtype) or not is_float(scalar.dtype):
+            return Tensor._make(scalar.astype(other.dtype), False, None)
+        return Tensor._make(scalar.astype(get_default_dtype()), False, None)
+    return Tensor(x)
+
+
+def _binary(op, a, b):
+    a, b = _lift(a, b), _lift(b, a)
+    if a.shape != b.shape:
+        broadcast_shape(op.name, a.shape, b.shape)
+    return op.apply(a, b)
+
+
+def _shape_arg(shape):
+    """Accept both x.reshape(2, 3) and x.reshape((2, 3))."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for n in shape:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"shape entries must be ints, got {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _index_arg(index):
+    """Normalise x[index]: tensors and lists become arrays, boolean masks become integer arrays."""
+    index = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in index:
+        if isinstance(i, Tensor):
+            i = i._data
+        elif isinstance(i, list):
+            i = np.array(i)
+        if isinstance(i, np.ndarray) and i.dtype == bool:
+            out.extend(np.nonzero(i))  # x[mask] selects the same elements as x[mask.nonzero()]
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+class Tensor:
+    """An n-dimensional array that records how it was computed, for reverse-mode differentiation.
+
+    `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as an array of the
+    same shape and dtype; `grad_fn` is the op that produced it (None for a leaf).
+    """
+
+    __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
+    __hash__ = object.__hash__  # == compares elements, as in numpy; identity stays the hash
+
+    # Guarding what backward needs (class-level defaults, so that making a tensor costs nothing more):
+    _version = 0  # how many in-place updates its memory has had (see in_place); a view counts its base's
+    _base = None  # for a view of another tensor's memory (reshape, transpose, slice, detach): that tensor
+    _saved_by = None  # [(weak reference to an op's node, input index)]: ops that saved this memory for backward
+
+    def __init__(self, data, requires_grad=False, dtype=None):
+        self._init(as_array(data, dtype), False, None)
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _make(cls, data, requires_grad, grad_fn):
+        t = cls.__new__(cls)
+        t._init(data, requires_grad, grad_fn)
+        return t
+
+    def _init(self, data, requires_grad, grad_fn):
+        self._data = data
+        self._requires_grad = requires_grad
+        self.grad_fn = grad_fn
+        self._grad = None
+        self.name = None
+
+    # --- attributes ----------------------------------------------------------------------------
+
+    @property
+    def data(self):
+        """The numpy array. While an op recorded in a live graph keeps it for backward, a read-only
+        view of it that refuses to be written into, naming the op (see SavedArray)."""
+        return self._data if self._holder() is None else SavedArray.of(self)
+
+    @data.setter
+    def data(self, value):
+        """Replace the array: always allowed, since a graph that saved the old array keeps it."""
+        self._data = np.array(value) if isinstance(value, SavedArray) else value  # a copy: never a way in
+
+    @property
+    def version(self):
+        """How many times this tensor's memory has been updated in place (by in_place()); a view
+        counts the updates of the tensor it views."""
+        return (self if self._base is None else self._base)._version
+
+    def in_place(self):
+        """The array itself, for an update that writes into it (an optimizer's step). The version goes
+        up by one, so backward through a graph that saved the old values refuses to use the new ones."""
+        (self if self._base is None else self._base)._version += 1
+        return self._data
+
+    def __getstate__(self):
+        """For pickling and deep copies: a copy has memory of its own, which no graph here holds."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_saved_by", "_base")}
+
+    def _holder(self):
+        """(node, input index) of a live, not yet backwarded op that saved this memory, or None."""
+        owner = self if self._base is None else self._base
+        held = owner._saved_by
+        while held:  # the newest first; entries of freed or deleted graphs are dropped on the way
+            node = held[-1][0]()
+            if node is not None and not node._freed:
+                return node, held[-1][1]
+            held.pop()
+        return None
+
+    def _hold(self, node, index):
+        """Record that `node` saved this memory (as its input `index`, or its output when None)."""
+        owner = self if self._base is None else self._base
+        if owner._saved_by is None:
+            owner._saved_by = []
+        elif len(owner._saved_by) >= 8:  # a parameter is saved at every step: forget finished graphs
+            owner._saved_by = [h for h in owner._saved_by if (n := h[0]()) is not None and not n._freed]
+        owner._saved_by.append((weakref.ref(node), index))
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.dtype not in FLOAT_DTYPES:
+            raise TypeError(
+                f"tensor: requires_grad=True needs a float32 or float64 tensor, this one is {self.dtype} "
+                "(integer tensors hold token ids and have no gradient)"
+            )
+        if self.grad_fn is not None and not value:
+            raise ValueError("tensor: requires_grad can only be switched off on a leaf; use .detach()")
+        self._requires_grad = bool(value)
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            value = np.array(getattr(value, "data", value), dtype=self.dtype)
+            if value.shape != self.shape:
+                raise ValueError(f"grad: shape {value.shape} does not match the tensor's shape {self.shape}")
+        self._grad = value
+
+    def _accumulate_grad(self, g):
+        if self._grad is None:
+            # a copy (g may be shared with other tensors), in C order like the data: a weight's gradient
+            # often arrives transposed, and the optimizer's passes over it are faster in the data's order
+            self._grad = np.array(g, dtype=self.dtype, order="C")
+        else:
+            self._grad += g
+
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
+    ndim = property(lambda self: self._data.ndim)
+    size = property(lambda self: self._data.size)
+
+    @property
+    def is_leaf(self):
+        """True for tensors no op produced (inputs, parameters); backward fills only their .grad."""
+        return self.grad_fn is None
+
+    def numpy(self):
+        return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts to a Python number, shape is {self.shape}")
+        return self._data.item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(
+                f"bool: a tensor of shape {self.shape} has no single truth value; "
+                "use x.data.any() or x.data.all(), or reduce it first"
+            )
+        return bool(self._data)
+
+    def detach(self):
+        """The same data as a new leaf, outside the graph: gradients stop here. Detached from a leaf
+        (a parameter), it shares the leaf's guards too (version and saved-array checks); not from an
+        op's output, which it would keep alive with its whole graph."""
+        t = Tensor._make(self._data, False, None)
+        owner = self if self._base is None else self._base
+        if owner.grad_fn is None:
+            t._base = owner
+        return t
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad after backward (leaves always keep theirs)."""
+        if self.grad_fn is not None:
+            autograd.set_retained(self.grad_fn, self)
+
+    def backward(self, grad=None, retain_graph=False):
+        """Add d(self)/d(leaf) (times `grad`, required unless self has one element) to every leaf's .grad."""
+        autograd.backward(self, grad, retain_graph)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        body = np.array2string(self._data, separator=", ", prefix="tensor(")
+        extras = []
+        if self.dtype != get_default_dtype():
+            extras.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.name:
+            extras.append(f"name={self.name!r}")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    # --- arithmetic: both sides, with broadcasting ---------------------------------------------
+
+    def __add__(self, other):
+        return _binary(ops.Add, self, other)
+
+    def __radd__(self, other):
+        return _binary(ops.Add, other, self)
+
+    def __sub__(self, other):
+        return _binary(ops.Sub, self, other)
+
+    def __rsub__(self, other):
+        return _binary(ops.Sub, other, self)
+
+    def __mul__(self, other):
+        return _binary(ops.Mul, self, other)
+
+    def __rmul__(self, other):
+        return _binary(ops.Mul, other, self)
+
+    def __truediv__(self, other):
+        return _binary(ops.Div, self, other)
+
+    def __rtruediv__(self, other):
+        return _binary(ops.Div, other, self)
+
+    def __pow__(self, other):
+        return _binary(ops.Pow, self, other)
+
+    def __rpow__(self, other):
+        return _binary(ops.Pow, other, self)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    # --- comparisons give boolean tensors (masks), outside the graph ----------------------------
+
+    def _compare(self, fn, other):
+        other = _lift(other, self)
+        broadcast_shape(fn.__name__, self.shape, other.shape)
+        return Tensor._make(fn(self._data, other._data), False, None)
+
+    def __eq__(self, other):
+        return self._compare(np.equal, other)
+
+    def __ne__(self, other):
+        return self._compare(np.not_equal, other)
+
+    def __lt__(self, other):
+        return self._compare(np.less, other)
+
+    def __le__(self, other):
+        return self._compare(np.less_equal, other)
+
+    def __gt__(self, other):
+        return self._compare(np.greater, other)
+
+    def __ge__(self, other):
+        return self._compare(np.greater_equal, other)
+
+    # --- elementwise functions ------------------------------------------------------------------
+
+    def neg(self):
+        return ops.Neg.apply(self)
+
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def rsqrt(self):
+        return ops.Rsqrt.apply(self)
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def sigmoid(self):
+        return ops.Sigmoid.apply(self)
+
+    def relu(self):
+        return ops.Relu.apply(self)
+
+    def gelu(self):
+        return kernel(ops.Gelu).apply(self)  # ops.Gelu, or its fast kernel (gradflow/engine/kernels.py)
+
+    def silu(self):
+        return ops.Silu.apply(self)
+
+    def maximum(self, other):
+        return _binary(ops.Maximum, self, other)
+
+    def minimum(self, other):
+        return _binary(ops.Minimum, self, other)
+
+    def clip(self, min=None, max=None):
+        """Limit every element to [min, max]; either bound may be None."""
+        if min is None and max is None:
+            raise ValueError("clip: give min, max or both")
+        if min is not None and max is not None and min > max:
+            raise ValueError(f"clip: min {min} is greater than max {max}")
+        return ops.Clip.apply(self, lo=min, hi=max)
+
+    # --- reductions -----------------------------------------------------------------------------
+
+    def _reduce(self, op, axis, keepdims):
+        return op.apply(self, axis=normalize_axes(op.name, axis, self.shape), keepdims=keepdims)
+
+    def sum(self, axis=None, keepdims=False):
+        return self._reduce(ops.Sum, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return self._reduce(ops.Mean, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False):
+        """Population variance (ddof=0), as numpy's var."""
+        return self._reduce(ops.Var, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        """The largest values along axis (values only, not indices)."""
+        return self._reduce(ops.Max, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        """The smallest values along axis (values only, not indices)."""
+        return self._reduce(ops.Min, axis, keepdims)
+
+    def logsumexp(self, axis=None, keepdims=False):
+        return self._reduce(ops.LogSumExp, axis, keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        """Indices of the largest values (integers, outside the graph)."""
+        if axis is not None:
+            axis = normalize_axis("argmax", axis, self.shape)
+        return Tensor._make(np.argmax(self._data, axis=axis, keepdims=keepdims), False, None)
+
+    def softmax(self, axis=-1):
+        return ops.Softmax.apply(self, axis=normalize_axis("softmax", axis, self.shape))
+
+    def log_softmax(self, axis=-1):
+        return ops.LogSoftmax.apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
+
+    # --- shape ----------------------------------------------------------------------------------
+
+    def reshape(self, *shape):
+        shape = _shape_arg(shape)
+        known = math.prod(n for n in shape if n != -1)
+        free = shape.count(-1)
+        bad = free > 1 or any(n < -1 for n in shape)
+        if not bad:
+            bad = known != self.size if free == 0 else (known == 0 or self.size % known != 0)
+        if bad:
+            raise ValueError(
+                f"reshape: cannot reshape a tensor of shape {self.shape} ({self.size} elements) into shape {shape}"
+            )
+        return ops.Reshape.apply(self, shape=shape)
+
+    def view(self, *shape):
+        return self.reshape(*shape)
+
+    def permute(self, *axes):
+        """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
+        axes = _shape_arg(axes)
+        if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
+            raise ValueError(
+                f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}"
+            )
+        return ops.Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
+
+    def transpose(self, axis0, axis1):
+        """Swap two axes (PyTorch's transpose; numpy's transpose is `permute` here)."""
+        a = normalize_axis("transpose", axis0, self.shape)
+        b = normalize_axis("transpose", axis1, self.shape)
+        axes = list(range(self.ndim))
+        axes[a], axes[b] = b, a
+        return ops.Permute.apply(self, axes=tuple(axes))
+
+    def swapaxes(self, axis0, axis1):
+        return self.transpose(axis0, axis1)
+
+    @property
+    def T(self):
+        """All axes reversed."""
+        return ops.Permute.apply(self, axes=tuple(reversed(range(self.ndim))))
+
+    def squeeze(self, axis=None):
+        """Remove axes of size 1 (all of them, or the given ones, which must have size 1)."""
+        axes = normalize_axes("squeeze", axis, self.shape)
+        if axis is None:
+            axes = tuple(a for a in axes if self.shape[a] == 1)
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
+        return ops.Reshape.apply(self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
+
+    def unsqueeze(self, axis):
+        """Insert an axis of size 1 at `axis` (of the result; negative counts from its end)."""
+        if not -self.ndim - 1 <= axis <= self.ndim:
+            raise ValueError(
+                f"unsqueeze: axis {axis} is out of range for a tensor of shape {self.shape} "
+                f"(a new axis goes at -{self.ndim + 1} to {self.ndim})"
+            )
+        new = axis % (self.ndim + 1)
+        return ops.Reshape.apply(self, shape=self.shape[:new] + (1,) + self.shape[new:])
+
+    def expand(self, *shape):
+        """Broadcast to `shape` without copying (-1 keeps an axis's size)."""
+        shape = _shape_arg(shape)
+        extra = len(shape) - self.ndim
+        if extra < 0:
+            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
+        shape = tuple(self.shape[i - extra] if n == -1 and i >= extra else n for i, n in enumerate(shape))
+        for i, n in enumerate(self.shape):
+            if n != 1 and n != shape[extra + i]:
+                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
+        return ops.Expand.apply(self, shape=shape)
+
+    def __getitem__(self, index):
+        return ops.Index.apply(self, index=_index_arg(index))
+
+    def masked_fill(self, mask, value):
+        """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
+        mask = np.asarray(getattr(mask, "data", mask))
+        if mask.dtype != bool:
+            raise TypeError(f"masked_fill: mask must be boolean, got {mask.dtype}")
+        if np.ndim(value) != 0:
+            raise TypeError(f"masked_fill: value must be a number, got {type(value).__name__}")
+        if broadcast_shape("masked_fill", mask.shape, self.shape) != self.shape:
+            raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the tensor's {self.shape}")
+        return ops.MaskedFill.apply(self, mask=mask, value=value)
+
+
+def matmul(a, b):
+    """a @ b: 1-D, 2-D or batched, with the batch axes broadcast."""
+    a, b = _lift(a, b), _lift(b, a)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k_b:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner sizes {a.shape[-1]} and {k_b} differ")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
+        ) from None
+    return ops.Matmul.apply(a, b)
+
+
+# --- the arrays backward needs ------------------------------------------------------------------
+
+
+class SavedArray(np.ndarray):
+    """What `tensor.data` hands out while an op in a live graph keeps the tensor's memory for backward.
+
+    Backward computes with the arrays forward saved: dL/dW = G^T x needs the x that forward saw.
+    Writing into x between forward and backward (x.data[...] = v, x.data *= 2) would make backward
+    use numbers the forward pass never saw, and nothing would tell. This read-only view refuses such
+    writes with one line naming the op and the tensor; reading works as with any array and gives
+    plain arrays. Its copy is an ordinary array, and assigning a new array (x.data = v) is always
+    allowed: the graph keeps the old one. The tensor's own array is never made read-only, so the
+    optimizer still updates it in place (in_place() counts that update; backward then refuses).
+    """
+
+    _guard = None  # a weak reference to the tensor (a view kept by the user must not keep a graph alive)
+
+    @classmethod
+    def of(cls, tensor):
+        view = tensor._data.view(cls)
+        view.flags.writeable = False  # this view's flag only: writes that bypass the checks below fail too
+        view._guard = weakref.ref(tensor)
+        return view
+
+    def __array_finalize__(self, obj):
+        # a view of it (a slice, a transpose) is guarded too; a copy, in its own memory, is not
+        self._guard = getattr(obj, "_guard", None) if self.base is not None else None
+
+    def _check_write(self):
+        """Refuse to write while an op in a live graph holds the memory; once none does, allow it."""
+        if self._guard is None:  # a copy, or a view already let go
+            return
+        tensor = self._guard()
+        holder = None if tensor is None else tensor._holder()
+        if holder is None:  # backward has run, or the graph was deleted: the memory is free again
+            self._guard = None
+            if self.base.flags.writeable:  # (memory read-only on purpose stays so)
+                self.flags.writeable = True
+            return
+        node, index = holder
+        role = "its output" if index is None else f"its input {index}"
+        raise RuntimeError(
+            f"tensor.data: {autograd.describe(tensor, node.scope)} cannot be written in place: {node.name} saved "
+            f"it ({role}) for a backward pass that has not run; write after backward() (or once the graph is "
+            "deleted), write into a copy, or assign a new array (x.data = ...)"
+        )
+
+    def __setitem__(self, index, value):
+        self._check_write()
+        super().__setitem__(index, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        # in-place operators (x.data *= 2) are ufuncs writing into out=; ufunc.at writes into its first input
+        for a in (out or ()) + (inputs[:1] if method == "at" else ()):
+            if isinstance(a, SavedArray):
+                a._check_write()
+        inputs = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in out)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _WRITE_INTO_FIRST and args and isinstance(args[0], SavedArray):
+            args[0]._check_write()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def fill(self, value):
+        self._check_write()
+        super().fill(value)
+
+    def put(self, *args, **kwargs):
+        self._check_write()
+        super().put(*args, **kwargs)
+
+    def sort(self, *args, **kwargs):
+        self._check_write()
+        super().sort(*args, **kwargs)
+
+    def partition(self, *args, **kwargs):
+        self._check_write()
+        super().partition(*args, **kwargs)
+
+    def copy(self, order="C"):
+        return self.view(np.ndarray).copy(order)  # an ordinary array
+
+
+_WRITE_INTO_FIRST = {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}

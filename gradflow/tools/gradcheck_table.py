@@ -1,0 +1,204 @@
+"""The table of every differentiable op, with the inputs each is gradient-checked on.
+
+The test suite gradchecks every row in float64 and fails if an op exists that no row uses;
+`gradflow gradcheck` prints the same table. Shapes cover scalars, broadcasting ((1, n) with (n, 1)),
+batches, and transposed (non-contiguous) arrays. Integer ids, targets and masks are constants
+inside the row's function.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradflow.engine.functions import cat, maximum, minimum, split, stack, tril, triu, where
+from gradflow.engine.rng import manual_seed
+from gradflow.engine.tensor import Tensor
+from gradflow.nn import functional as F
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # the op as a user writes it
+    fn: Callable  # tensors -> tensor
+    shapes: tuple  # one shape per input
+    positive: bool = False  # inputs drawn from [0.5, 2) (log, sqrt, a power's base, a divisor)
+    transposed: bool = False  # each input is the transpose of a contiguous array: non-contiguous memory
+
+    def inputs(self, dtype=np.float64, seed=0):
+        rng = np.random.default_rng(seed)
+        xs = []
+        for shape in self.shapes:
+            draw_shape = shape[::-1] if self.transposed else shape
+            a = rng.uniform(0.5, 2.0, draw_shape) if self.positive else rng.standard_normal(draw_shape)
+            a = a.T if self.transposed else a
+            xs.append(Tensor(np.asarray(a, dtype=dtype), requires_grad=True))
+        return xs
+
+    @property
+    def label(self):
+        shapes = ", ".join(str(s) for s in self.shapes)
+        return f"{self.name} [{shapes}]" + (" T" if self.transposed else "")
+
+
+def _cases(name, fn, *shape_sets, **flags):
+    return [Case(name, fn, tuple(shapes), **flags) for shapes in shape_sets]
+
+
+BINARY_SHAPES = (((3, 4), (3, 4)), ((), (3,)), ((1, 4), (3, 1)), ((2, 3, 4), (4,)))
+UNARY_SHAPES = (((3, 4),), ((),), ((2, 3, 4),))
+
+_rng = np.random.default_rng(1234)
+IDS = np.array([[0, 3, 3], [4, 1, 0]])  # repeated ids: their embedding gradients must add up
+TARGETS = np.array([2, 0, 4, 1, 2])
+PAD_MASK = np.array([[True, True, True, False], [True, True, False, False]])[:, None, None, :]  # (B,1,1,Tk)
+NO_KEYS = np.array([[True, True, True], [False, False, False], [True, False, True]])  # row 1 sees nothing
+FILL_MASK = _rng.random((3, 4)) < 0.4
+ANGLES = np.arange(3)[:, None] * 10.0 ** -np.arange(2)  # (T=3, d/2=2): m theta_i for RoPE
+COS, SIN = np.cos(ANGLES), np.sin(ANGLES)
+WHERE_COND = _rng.random((3, 4)) < 0.5
+
+
+def _dropout(x):
+    manual_seed(7)  # every evaluation must draw the same mask for finite differences to make sense
+    return F.dropout(x, 0.3)
+
+
+def _attention_dropout(q, k, v):
+    manual_seed(7)
+    return F.scaled_dot_product_attention(q, k, v, causal=True, dropout_p=0.4)
+
+
+CASES = [
+    # --- arithmetic, with broadcasting -----------------------------------------------------------
+    *_cases("add", lambda a, b: a + b, *BINARY_SHAPES),
+    *_cases("add", lambda a, b: a + b, ((4, 3), (4, 3)), transposed=True),
+    *_cases("sub", lambda a, b: a - b, *BINARY_SHAPES),
+    *_cases("mul", lambda a, b: a * b, *BINARY_SHAPES),
+    *_cases("mul", lambda a, b: a * b, ((4, 3), (4, 3)), transposed=True),
+    *_cases("div", lambda a, b: a / b, *BINARY_SHAPES, positive=True),
+    *_cases("pow", lambda a, b: a**b, *BINARY_SHAPES, positive=True),
+    *_cases("radd", lambda x: 2.5 + x, ((3, 4),)),
+    *_cases("rsub", lambda x: 2.5 - x, ((3, 4),)),
+    *_cases("rmul", lambda x: 2.5 * x, ((3, 4),)),
+    *_cases("rtruediv", lambda x: 2.5 / x, ((3, 4),), positive=True),
+    *_cases("pow scalar", lambda x: x**3, ((3, 4),)),
+    *_cases("rpow", lambda x: 2.0**x, ((3, 4),)),
+    *_cases("neg", lambda x: -x, *UNARY_SHAPES),
+    *_cases("matmul", lambda a, b: a @ b, ((4,), (4,)), ((4,), (4, 3)), ((3, 4), (4,)), ((3, 4), (4, 2))),
+    *_cases("matmul", lambda a, b: a @ b, ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4, 5))),
+    *_cases("matmul", lambda a, b: a @ b, ((4,), (2, 4, 3)), ((2, 3, 4), (4,))),
+    *_cases("matmul", lambda a, b: a @ b, ((3, 4), (4, 2)), transposed=True),
+    # --- elementwise functions -------------------------------------------------------------------
+    *_cases("exp", lambda x: x.exp(), *UNARY_SHAPES),
+    *_cases("log", lambda x: x.log(), *UNARY_SHAPES, positive=True),
+    *_cases("sqrt", lambda x: x.sqrt(), *UNARY_SHAPES, positive=True),
+    *_cases("rsqrt", lambda x: x.rsqrt(), *UNARY_SHAPES, positive=True),
+    *_cases("abs", lambda x: x.abs(), *UNARY_SHAPES),
+    *_cases("tanh", lambda x: x.tanh(), *UNARY_SHAPES),
+    *_cases("sigmoid", lambda x: x.sigmoid(), *UNARY_SHAPES),
+    *_cases("relu", lambda x: x.relu(), *UNARY_SHAPES),
+    *_cases("gelu", lambda x: x.gelu(), *UNARY_SHAPES),
+    *_cases("silu", lambda x: x.silu(), *UNARY_SHAPES),
+    *_cases("exp", lambda x: x.exp(), ((4, 3),), transposed=True),
+    *_cases("maximum", lambda a, b: a.maximum(b), *BINARY_SHAPES),
+    *_cases("minimum", lambda a, b: minimum(a, b), *BINARY_SHAPES),
+    *_cases("gf.maximum", lambda a, b: maximum(a, b), ((1, 4), (3, 1))),
+    *_cases("clip", lambda x: x.clip(-0.5, 0.8), *UNARY_SHAPES),
+    *_cases("clip min", lambda x: x.clip(min=0.1), ((3, 4),)),
+    # --- reductions ------------------------------------------------------------------------------
+    *[
+        c
+        for name in ("sum", "mean", "var", "max", "min", "logsumexp")
+        for c in [
+            *_cases(name, lambda x, n=name: getattr(x, n)(), ((3, 4),), ((),)),
+            *_cases(f"{name} axis=0", lambda x, n=name: getattr(x, n)(axis=0), ((3, 4),)),
+            *_cases(f"{name} axis=-1 keepdims", lambda x, n=name: getattr(x, n)(axis=-1, keepdims=True), ((2, 3, 4),)),
+            *_cases(f"{name} axis=(0, 2)", lambda x, n=name: getattr(x, n)(axis=(0, 2)), ((2, 3, 4),)),
+            *_cases(f"{name} axis=1", lambda x, n=name: getattr(x, n)(axis=1), ((4, 3),), transposed=True),
+        ]
+    ],
+    *_cases("softmax", lambda x: x.softmax(), ((3, 5),), ((2, 3, 4),), ((4,),)),
+    *_cases("softmax axis=0", lambda x: x.softmax(axis=0), ((3, 5),)),
+    *_cases("softmax", lambda x: x.softmax(), ((4, 3),), transposed=True),
+    *_cases("log_softmax", lambda x: x.log_softmax(), ((3, 5),), ((2, 3, 4),), ((4,),)),
+    *_cases("log_softmax axis=0", lambda x: x.log_softmax(axis=0), ((3, 5),)),
+    # --- shape -----------------------------------------------------------------------------------
+    *_cases("reshape", lambda x: x.reshape(4, 3), ((3, 4),), ((2, 6),)),
+    *_cases("reshape -1", lambda x: x.reshape(-1), ((2, 3, 4),)),
+    *_cases("reshape", lambda x: x.reshape(12), ((4, 3),), transposed=True),
+    *_cases("permute", lambda x: x.permute(2, 0, 1), ((2, 3, 4),)),
+    *_cases("transpose", lambda x: x.transpose(0, 2), ((2, 3, 4),)),
+    *_cases("swapaxes", lambda x: x.swapaxes(-1, -2), ((2, 3, 4),)),
+    *_cases("T", lambda x: x.T, ((3, 4),), ((2, 3, 4),)),
+    *_cases("squeeze", lambda x: x.squeeze(), ((3, 1, 4, 1),)),
+    *_cases("squeeze axis", lambda x: x.squeeze(1), ((3, 1, 4),)),
+    *_cases("unsqueeze", lambda x: x.unsqueeze(-1), ((3, 4),), ((),)),
+    *_cases("expand", lambda x: x.expand(2, 3, 4), ((3, 1),), ((4,),)),
+    *_cases("expand -1", lambda x: x.expand(-1, 5), ((3, 1),)),
+    # --- indexing and selection ------------------------------------------------------------------
+    *_cases("index slice", lambda x: x[1:, ::2], ((4, 5),)),
+    *_cases("index negative", lambda x: x[-1], ((4, 5),)),
+    *_cases("index ellipsis", lambda x: x[..., -2:], ((2, 3, 4),)),
+    *_cases("index int array (repeats)", lambda x: x[np.array([0, 2, 0, 0])], ((3, 4),)),
+    *_cases("index 2-D int array", lambda x: x[IDS], ((5, 3),)),
+    *_cases("index mixed", lambda x: x[[1, 1, 0], 1:], ((3, 4),)),
+    *_cases("index pairs", lambda x: x[[0, 2, 0], [1, 1, 1]], ((3, 4),)),
+    *_cases("index bool mask", lambda x: x[FILL_MASK], ((3, 4),)),
+    *_cases("index slice", lambda x: x[:, 1], ((3, 4),), transposed=True),
+    *_cases("masked_fill", lambda x: x.masked_fill(FILL_MASK, -1.5), ((3, 4),)),
+    *_cases("masked_fill broadcast", lambda x: x.masked_fill(FILL_MASK[0], 0.0), ((2, 3, 4),)),
+    *_cases("where", lambda a, b: where(WHERE_COND, a, b), ((3, 4), (3, 4)), ((1, 4), (3, 1))),
+    *_cases("where scalar", lambda a: where(WHERE_COND, a, 0.0), ((3, 4),)),
+    *_cases("tril", lambda x: tril(x), ((4, 4),), ((2, 3, 4),)),
+    *_cases("triu", lambda x: triu(x, 1), ((4, 4),)),
+    *_cases("cat", lambda a, b: cat([a, b], axis=1), ((2, 3), (2, 4))),
+    *_cases("cat", lambda a, b, c: cat([a, b, c]), ((1, 3), (2, 3), (3, 3))),
+    *_cases("stack", lambda a, b: stack([a, b], axis=-1), ((2, 3), (2, 3))),
+    *_cases("stack", lambda a, b: stack([a, b]), ((), ())),
+    *_cases("split", lambda x: split(x, 2, axis=1)[1] * split(x, [1, 3], axis=1)[1][:, :2], ((3, 4),)),
+    # --- nn functions ----------------------------------------------------------------------------
+    *_cases("cross_entropy", lambda z: F.cross_entropy(z, TARGETS), ((5, 6),)),
+    *_cases("cross_entropy sum", lambda z: F.cross_entropy(z, TARGETS, reduction="sum"), ((5, 6),)),
+    *_cases("cross_entropy none", lambda z: F.cross_entropy(z, TARGETS, reduction="none"), ((5, 6),)),
+    *_cases("cross_entropy ignore_index", lambda z: F.cross_entropy(z, TARGETS, ignore_index=2), ((5, 6),)),
+    *_cases("cross_entropy", lambda z: F.cross_entropy(z, TARGETS), ((5, 6),), transposed=True),
+    *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w, b), ((3, 5), (5,), (5,)), ((2, 3, 4), (4,), (4,))),
+    *_cases("layer_norm no affine", lambda x: F.layer_norm(x), ((3, 5),)),
+    *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w, b), ((4, 3), (3,), (3,)), transposed=True),
+    *_cases("rms_norm", lambda x, w: F.rms_norm(x, w), ((3, 5), (5,)), ((2, 3, 4), (4,))),
+    *_cases("rms_norm no weight", lambda x: F.rms_norm(x), ((3, 5),)),
+    *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,))),
+    *_cases("linear no bias", lambda x, w: F.linear(x, w), ((3, 4), (5, 4)), ((2, 1, 4), (2, 4))),
+    *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), transposed=True),
+    *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), ((2, 3, 4),)),
+    *_cases("rope interleaved", lambda x: F.rope(x, COS, SIN, interleaved=True), ((2, 3, 4),)),
+    *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), transposed=True),
+    *_cases("F.gelu", lambda x: F.gelu(x), ((3, 4),)),
+    *_cases("F.silu", lambda x: F.silu(x), ((3, 4),)),
+    *_cases("dropout", _dropout, ((4, 5),)),
+    *_cases("embedding", lambda w: F.embedding(IDS, w), ((5, 3),)),
+    *_cases("attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v), ((2, 3, 4), (2, 5, 4), (2, 5, 3))),
+    *_cases(
+        "attention causal",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
+        ((2, 2, 4, 3), (2, 2, 4, 3), (2, 2, 4, 3)),
+        ((2, 4, 3), (2, 6, 3), (2, 6, 3)),  # fewer queries than keys: the last positions, as with a cache
+    ),
+    *_cases(
+        "attention padding mask",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=PAD_MASK),
+        ((2, 2, 3, 4), (2, 2, 4, 4), (2, 2, 4, 4)),
+    ),
+    *_cases(
+        "attention row with no keys",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=NO_KEYS),
+        ((3, 2), (3, 2), (3, 2)),
+    ),
+    *_cases("attention dropout", _attention_dropout, ((2, 3, 4), (2, 5, 4), (2, 5, 3))),
+    *_cases(
+        "attention shared kv heads",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
+        ((2, 4, 3, 2), (2, 1, 3, 2), (2, 1, 3, 2)),  # k, v broadcast over 4 query heads
+    ),
+]

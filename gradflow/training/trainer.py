@@ -1,0 +1,503 @@
+"""The cross-entropy trainer: it trains any model called as model(x, y) -> (logits, loss) on token ids.
+
+One step, the whole of learning:
+    x, y = a random (B, T) window of the training ids and the same window shifted by one
+    loss = mean over positions of -log P(y_t | x_<=t)        (the model computes it)
+    loss.backward()                                          dloss/dtheta for every parameter
+    clip the gradient's norm, set the learning rate from the schedule, optimizer.step()
+
+With processes > 1 the batch is cut into shards whose gradients are computed in parallel processes
+and summed (gradflow.training.data_parallel): the same step, on more cores.
+
+Exact resume: a checkpoint holds the weights, the optimizer's moments, the step, and the states of
+both random generators (the one that draws batches and gradflow's, which draws dropout masks), so
+a run stopped at step s and resumed continues with the very same batches and updates.
+
+Nothing saved is lost: a fresh run refuses a directory that holds a checkpoint (unless told to
+overwrite it), and a step whose loss or gradient is not finite stops the run before the weights
+change, so the last checkpoint, written at a finite state, stays the one on disk.
+
+Training health: before each evaluation the step also measures, per block, the gradient's norm
+and the update's size relative to the weights, ||delta w|| / ||w|| (about 1e-3 is healthy; far
+above, the block is thrown around; far below, it has stopped learning), and how often clipping
+fired since the last evaluation.
+"""
+
+import contextlib
+import json
+import math
+import re
+import signal
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from gradflow.engine.anomaly import detect_anomaly
+from gradflow.engine.autograd import no_grad
+from gradflow.engine.rng import get_rng_state, set_rng_state
+from gradflow.fast.memory import tune_malloc
+from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
+from gradflow.text import get_batch
+from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from gradflow.training.data_parallel import DataParallel
+from gradflow.training.progress import Progress
+
+
+@dataclass
+class TrainConfig:
+    max_iters: int = 2000
+    batch_size: int = 12
+    block_size: int = 64  # T: the length of each training window
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    schedule: str = "cosine"  # "cosine" (warmup, then cosine to min_lr) or "constant"
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # 0 turns clipping off
+    eval_interval: int = 250
+    eval_iters: int = 20  # batches per loss estimate
+    seed: int = 1337
+    out_dir: str = "out"
+    processes: int = 1  # > 1: each step's batch is shared out among processes (gradflow.training.data_parallel)
+    detect_anomaly: bool = False  # check every op's output and gradient, naming the first non-finite one
+
+
+# What each setting may be: (test, wording). A value that fails is refused by name before any work.
+_POSITIVE_INT = (lambda v: _is_int(v) and v >= 1, "a positive integer")
+_COUNT = (lambda v: _is_int(v) and v >= 0, "a non-negative integer")
+_RULES = {
+    "max_iters": _COUNT,
+    "batch_size": _POSITIVE_INT,
+    "block_size": _POSITIVE_INT,
+    "lr": (lambda v: _is_number(v) and v > 0, "a positive number"),
+    "min_lr": (lambda v: _is_number(v) and v >= 0, "a non-negative number"),
+    "warmup_iters": _COUNT,
+    "schedule": (lambda v: v in ("cosine", "constant"), '"cosine" or "constant"'),
+    "weight_decay": (lambda v: _is_number(v) and v >= 0, "a non-negative number"),
+    "beta1": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "beta2": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "grad_clip": (lambda v: _is_number(v) and v >= 0, "a non-negative number (0 turns clipping off)"),
+    "eval_interval": _POSITIVE_INT,
+    "eval_iters": _POSITIVE_INT,
+    "seed": _COUNT,
+    "out_dir": (lambda v: isinstance(v, str) and v != "", "a directory name"),
+    "processes": _POSITIVE_INT,
+    "detect_anomaly": (lambda v: isinstance(v, bool), "True or False"),
+}
+
+# On resume these may change (they steer the run, not what it has learned); the others are fixed.
+RESUMABLE = ("max_iters", "batch_size", "lr", "min_lr", "warmup_iters", "schedule", "grad_clip", "eval_interval",
+             "eval_iters", "processes", "detect_anomaly", "out_dir")  # fmt: skip
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def flag(name):
+    """How the command line spells a setting: eval_interval -> --eval-interval."""
+    return "--" + name.replace("_", "-")
+
+
+def check_config(config, spell=str):
+    """Refuse a setting outside its range, naming it as `spell(name)` says (a field, or a flag)."""
+    for name, (ok, wording) in _RULES.items():
+        value = getattr(config, name)
+        if not ok(value):
+            raise ValueError(f"{spell(name)} must be {wording}, got {value!r}")
+
+
+def resume_config(saved, requested, spell=str):
+    """The config to continue a run with: the saved one, with the requested changes that may change.
+
+    saved: the checkpoint's train_config (a dict); requested: {field: value} the user asked for.
+    Returns (config, changes), changes a list of "name old -> new"; a fixed field asked to change
+    is refused by name, since the checkpoint's weights and random state were made with it.
+    """
+    known = {f.name for f in fields(TrainConfig)}
+    if not isinstance(saved, dict) or set(saved) - known:
+        raise CheckpointError(f"train_config must be a dict of TrainConfig fields, got {saved!r}")
+    config = TrainConfig(**saved)
+    changes = []
+    for name, value in requested.items():
+        old = getattr(config, name)
+        if value == old:
+            continue
+        if name not in RESUMABLE:
+            raise ValueError(f"{spell(name)} {value} conflicts with the checkpoint, which was trained with {old}")
+        setattr(config, name, value)
+        if name != "out_dir":
+            changes.append(f"{name} {old} -> {value}")
+    return config, changes
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss or a gradient stopped being finite: the run stops before the weights change."""
+
+
+def check_fresh(out_dir):
+    """Refuse to start a new run where a checkpoint lies: it would be overwritten at step 0."""
+    path = Path(out_dir) / "ckpt.npz"
+    if path.exists():
+        try:
+            step = f"at step {load_checkpoint(path)['step']}"
+        except (CheckpointError, KeyError):
+            step = "(unreadable)"
+        raise FileExistsError(
+            f"{path} holds a run's checkpoint {step}: continue it with --resume, or replace it with --overwrite"
+        )
+
+
+def read_metrics(path):
+    """The records of a metrics.jsonl; a line cut short (a full disk, a kill) is dropped with a warning."""
+    records = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                warnings.warn(f"{path}: line {number} is not a complete record; dropped", stacklevel=2)
+                continue
+            records.append(record)
+    return records
+
+
+def block_of(name):
+    """The part of the model a parameter belongs to, for health metrics: blocks.2.attn.q.weight -> blocks.2."""
+    match = re.match(r"(.*?\.\d+)\.", name)
+    return match.group(1) if match else name.rsplit(".", 1)[0]
+
+
+def grad_norm(parameters):
+    """||g||, the norm of all gradients together."""
+    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in parameters if p.grad is not None))
+
+
+def default_optimizer(model, config):
+    """AdamW that decays the matrices (weights, embeddings) but not the vectors (biases, norm gains)."""
+    params = model.parameters()
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2]},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    return AdamW(
+        [g for g in groups if g["params"]],
+        lr=config.lr,
+        betas=(config.beta1, config.beta2),
+        weight_decay=config.weight_decay,
+    )
+
+
+class Trainer:
+    """Trains `model` on train_ids, estimating train and validation loss every eval_interval steps.
+
+    meta: JSON-serialisable facts stored in every checkpoint (model type and config, tokenizer).
+    on_eval(trainer, step): called after each evaluation, e.g. to print a sample.
+    overwrite: start a fresh run even where out_dir holds a checkpoint (else that is an error).
+    """
+
+    def __init__(
+        self, model, train_ids, val_ids, config, optimizer=None, meta=None, on_eval=None, progress=True, overwrite=False
+    ):
+        check_config(config, spell=lambda name: f"train: {name}")
+        if config.detect_anomaly and config.processes > 1:
+            raise ValueError("train: detect_anomaly checks the ops of one process; use processes=1 with it")
+        self.model, self.config, self.overwrite = model, config, overwrite
+        self.train_ids, self.val_ids = np.asarray(train_ids), np.asarray(val_ids)
+        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
+            if len(ids) < config.block_size + 1:
+                raise ValueError(
+                    f"train: the {name} split has {len(ids)} tokens, "
+                    f"fewer than block_size + 1 = {config.block_size + 1}"
+                )
+        self.optimizer = optimizer or default_optimizer(model, config)
+        self.meta, self.on_eval, self.show_progress = meta or {}, on_eval, progress
+        if config.schedule == "cosine":
+            warmup = min(config.warmup_iters, config.max_iters)  # a short run is all warmup, not an error
+            self.schedule = WarmupCosine(config.lr, warmup, config.max_iters, config.min_lr)
+        else:
+            self.schedule = Constant(config.lr)
+        self.batch_rng = np.random.default_rng(config.seed)
+        self.step = 0
+        self.out_dir = Path(config.out_dir)
+        self.history = []  # one dict per evaluation
+        self.names = {id(p): name for name, p in model.named_parameters()}
+        self.saved_step = None  # the step of the checkpoint on disk that this run wrote or resumed
+        self._health = {"clipped": 0, "steps": 0}  # clipping since the last evaluation, then the measured step
+        self._stop = False
+        self._parallel = None  # the DataParallel of a run with processes > 1, while fit() runs
+
+    # --- measuring ------------------------------------------------------------------------------
+
+    @no_grad()
+    def estimate_loss(self):
+        """Mean loss over eval_iters fixed batches of each split (the same batches at every evaluation)."""
+        was_training = self.model.training
+        self.model.eval()
+        out = {}
+        for split, ids in (("train", self.train_ids), ("val", self.val_ids)):
+            rng = np.random.default_rng(self.config.seed + 1)
+            losses = []
+            for _ in range(self.config.eval_iters):
+                x, y = get_batch(ids, self.config.batch_size, self.config.block_size, rng)
+                losses.append(self._parallel.loss(x, y) if self._parallel else self.model(x, y)[1].item())
+            out[f"{split}_loss"] = float(np.mean(losses))
+            out[f"{split}_ppl"] = math.exp(min(out[f"{split}_loss"], 709.0))  # e^709.8 is float64's largest
+        self.model.train(was_training)
+        return out
+
+    # --- checkpoints ----------------------------------------------------------------------------
+
+    def checkpoint_path(self):
+        return self.out_dir / "ckpt.npz"
+
+    def save(self):
+        rng = {"batches": self.batch_rng.bit_generator.state, "gradflow": get_rng_state()}
+        meta = {"step": self.step, "train_config": asdict(self.config), "rng": rng, "history": self.history}
+        path = save_checkpoint(self.checkpoint_path(), self.model, self.optimizer, meta={**self.meta, **meta})
+        self.saved_step = self.step
+        return path
+
+    def resume(self, path=None):
+        """Continue from a checkpoint written by save(): weights, optimizer, step, RNG states, history.
+
+        It is read from `path` (default: out_dir's), and the run goes on writing to out_dir.
+        """
+        ckpt = load_checkpoint(path or self.checkpoint_path())
+        step, rng, history = ckpt.meta.get("step"), ckpt.meta.get("rng"), ckpt.meta.get("history", [])
+        if not _is_int(step) or step < 0:
+            raise CheckpointError(f"checkpoint {ckpt.path}: step must be a non-negative integer, got {step!r}")
+        if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+            raise CheckpointError(f"checkpoint {ckpt.path}: history must be a list of records")
+        ckpt.restore(self.model, self.optimizer)
+        try:
+            self.batch_rng.bit_generator.state = rng["batches"]
+            set_rng_state(rng["gradflow"])
+        except (TypeError, KeyError, ValueError):
+            raise CheckpointError(f"checkpoint {ckpt.path}: rng is not a pair of saved generator states") from None
+        self.step, self.history, self.saved_step = step, history, step
+        self._truncate_log(self.step)
+        return ckpt
+
+    def _truncate_log(self, step):
+        """Forget metrics logged after `step` (a run that crashed after its last checkpoint)."""
+        path = self.out_dir / "metrics.jsonl"
+        if path.exists():
+            kept = [r for r in read_metrics(path) if r["step"] <= step]
+            path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def train_step(self):
+        """One update; returns the batch loss. A non-finite loss or gradient raises TrainingDiverged
+        before the weights change."""
+        c = self.config
+        set_lr(self.optimizer, self.schedule(self.step))
+        x, y = get_batch(self.train_ids, c.batch_size, c.block_size, self.batch_rng)
+        self.optimizer.zero_grad()
+        if self._parallel:  # the same gradient, each process computing a shard of the batch
+            loss = self._parallel.forward_backward(x, y)
+        else:
+            with self._anomaly_mode():
+                _, loss = self.model(x, y)
+                loss.backward()
+            loss = loss.item()
+        params = self.model.parameters()
+        measure = (self.step + 1) % c.eval_interval == 0 or self.step + 1 == c.max_iters
+        grads = self._block_sums(params, [p.grad for p in params]) if measure else None  # before clipping
+        norm = clip_grad_norm(params, c.grad_clip) if c.grad_clip > 0 else grad_norm(params)
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            raise TrainingDiverged(self._divergence(loss, norm))
+        self._health["clipped"] += c.grad_clip > 0 and norm > c.grad_clip
+        before = [p.data.copy() for p in params] if measure else None
+        self.optimizer.step()
+        self.step += 1
+        if measure:
+            updates = self._block_sums(params, [p.data - old for p, old in zip(params, before)])
+            weights = self._block_sums(params, before)
+            self._health["grad_norm"] = norm
+            self._health["blocks"] = {
+                block: {"grad_norm": math.sqrt(g), "update_ratio": math.sqrt(updates[block] / weights[block])}
+                for block, g in grads.items()
+                if weights[block] > 0
+            }
+        return loss
+
+    def _block_sums(self, params, arrays):
+        """Sum of squares of `arrays` (one per parameter) within each block; parameters without a gradient skipped."""
+        sums = {}
+        for p, a in zip(params, arrays):
+            if p.grad is not None:
+                block = block_of(self.names[id(p)])
+                sums[block] = sums.get(block, 0.0) + float(np.vdot(a, a))
+        return sums
+
+    def _anomaly_mode(self):
+        return detect_anomaly() if self.config.detect_anomaly else contextlib.nullcontext()
+
+    def _divergence(self, loss, norm):
+        """The one line that says where a run diverged, and what was kept."""
+        worst, worst_norm = None, -1.0
+        for name, p in self.model.named_parameters():
+            if p.grad is not None:
+                n = float(np.sqrt(np.vdot(p.grad, p.grad)))
+                if not math.isfinite(n) or n > worst_norm:
+                    worst, worst_norm = name, n
+                    if not math.isfinite(n):
+                        break
+        kept = (
+            f"{self.checkpoint_path()} (step {self.saved_step}) is kept"
+            if self.saved_step is not None
+            else "no checkpoint was written"
+        )
+        return (
+            f"train: stopped at step {self.step + 1}: the loss is {loss:.4g} and the gradient's norm {norm:.4g} "
+            f"(largest: {worst}, {worst_norm:.4g}); the weights were not updated and {kept}; "
+            "try a lower learning rate, or find the first non-finite op with detect_anomaly"
+        )
+
+    def evaluate(self, bar=None):
+        metrics = {"step": self.step, **self.estimate_loss()}
+        if not (math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["val_loss"])):
+            raise TrainingDiverged(
+                f"train: stopped at step {self.step}: the estimated loss is {metrics['val_loss']:.4g}; "
+                f"{self.checkpoint_path()} (step {self.saved_step}) is kept"
+            )
+        if self.step > 0 and "blocks" in self._health:
+            h, steps = self._health, self.step - (self.history[-1]["step"] if self.history else 0)
+            metrics.update(grad_norm=h["grad_norm"], clip_fraction=h["clipped"] / max(steps, 1), blocks=h["blocks"])
+            self._health = {"clipped": 0}
+        self.history.append(metrics)
+        self.log(metrics)
+        if bar is not None:
+            bar.write(
+                f"step {self.step}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f} "
+                f"(perplexity {metrics['val_ppl']:.2f})"
+            )
+        if self.on_eval is not None:
+            self.on_eval(self, self.step)
+        self.save()
+        return metrics
+
+    def fit(self):
+        """Train to max_iters (from the current step); Ctrl-C saves a checkpoint and stops cleanly.
+
+        A fresh run (step 0) refuses an out_dir holding a checkpoint unless overwrite=True; a
+        non-finite loss or gradient raises TrainingDiverged, leaving the last checkpoint as it was.
+        """
+        c = self.config
+        if self.saved_step is None and self.step == 0:  # a fresh run, not a resumed one
+            if not self.overwrite:
+                check_fresh(self.out_dir)
+            (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+        tune_malloc()  # training is where reusing freed memory pays (see gradflow/fast/memory.py)
+        self.model.train()
+        tokens = c.batch_size * c.block_size
+        bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress else None
+        previous = self._catch_interrupt()
+        started, first = time.perf_counter(), self.step
+        if c.processes > 1:
+            self._parallel = DataParallel(self.model, c.processes)
+        try:
+            if self.step == 0:
+                self.evaluate(bar)
+            while self.step < c.max_iters and not self._stop:
+                loss = self.train_step()
+                self.log({"step": self.step, "loss": loss, "lr": self.schedule(self.step - 1)})
+                if bar is not None:
+                    rate = (self.step - first) * tokens / (time.perf_counter() - started)
+                    bar.update(self.step, loss=loss, **{"tok/s": f"{rate:,.0f}"})
+                if self.step % c.eval_interval == 0 or self.step == c.max_iters:
+                    self.evaluate(bar)
+        except TrainingDiverged:
+            self.plot()  # the picture of the divergence helps; the checkpoint stays the last good one
+            raise
+        finally:
+            if self._parallel:
+                self._parallel.close()
+                self._parallel = None
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            if bar is not None:
+                bar.close()
+        if self._stop:
+            self.save()
+        self.plot()
+        return self.history
+
+    def _catch_interrupt(self):
+        """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once."""
+
+        def handler(signum, frame):
+            if self._stop:
+                raise KeyboardInterrupt
+            self._stop = True
+            print("\ninterrupted: saving a checkpoint and stopping (Ctrl-C again to abort)", flush=True)
+
+        try:
+            return signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread: leave Ctrl-C alone
+            return None
+
+    # --- records --------------------------------------------------------------------------------
+
+    def log(self, record):
+        """Append one JSON line to out_dir/metrics.jsonl."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.out_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def plot(self):
+        """Draw the loss curves, and per block the gradient norm and update/weight ratio, to out_dir/loss.png."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        records = read_metrics(self.out_dir / "metrics.jsonl")
+        batches = [(r["step"], r["loss"]) for r in records if "loss" in r]
+        health = [h for h in self.history if "blocks" in h]
+        fig, axes = plt.subplots(3 if health else 1, 1, figsize=(7, 9 if health else 4), sharex=True, squeeze=False)
+        ax = axes[0, 0]
+        if batches:
+            ax.plot(*zip(*batches), lw=0.8, alpha=0.5, label="batch loss")
+        if self.history:
+            evals = [h["step"] for h in self.history]
+            ax.plot(evals, [h["train_loss"] for h in self.history], "o-", label="train (estimate)")
+            ax.plot(evals, [h["val_loss"] for h in self.history], "o-", label="validation (estimate)")
+        ax.set_ylabel("cross-entropy (nats per token)")
+        ax.legend()
+        if health:
+            steps = [h["step"] for h in health]
+            for block in health[-1]["blocks"]:
+                for row, key in ((1, "grad_norm"), (2, "update_ratio")):
+                    values = [h["blocks"].get(block, {}).get(key, np.nan) for h in health]
+                    axes[row, 0].semilogy(steps, values, ".-", lw=1, label=block)
+            axes[1, 0].semilogy(steps, [h["grad_norm"] for h in health], "k-", lw=1.5, label="all")
+            clipped = [(h["step"], h["grad_norm"]) for h in health if h["clip_fraction"] > 0]
+            if clipped:
+                axes[1, 0].plot(*zip(*clipped), "kx", ms=8, label="clipped since the last evaluation")
+            if self.config.grad_clip > 0:
+                axes[1, 0].axhline(self.config.grad_clip, color="k", ls=":", lw=1, label="clipping threshold")
+            axes[1, 0].set_ylabel("gradient norm")
+            axes[2, 0].set_ylabel("||update|| / ||weights||")
+            axes[1, 0].legend(fontsize=7, ncol=2)
+        for ax in axes[:, 0]:
+            ax.grid(alpha=0.3)
+        axes[-1, 0].set_xlabel("step")
+        fig.tight_layout()
+        path = self.out_dir / "loss.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
