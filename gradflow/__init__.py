@@ -12,8 +12,8 @@ engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast
 imports gradflow.models). Start reading at engine/autograd.py.
 """
 
-from gradflow import nn, optim
-from gradflow.engine import autograd, ops
+from gradflow import fast, nn, optim
+from gradflow.engine import autograd, kernels, ops
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
 from gradflow.engine.creation import (
@@ -41,11 +41,13 @@ from gradflow.tools.graph import draw_graph
 from gradflow.tools.profile import profile
 from gradflow.version import __version__
 
+kernels.offer(fast.REPLACES)  # the engine runs on its own; the fast tier plugs its kernels in
+
 __all__ = [
-    "AnomalyError", "Function", "GradcheckError", "Tensor", "__version__", "arange", "autograd", "cat", "detect_anomaly",
-    "draw_graph", "enable_grad", "full", "full_like", "functional", "get_default_dtype", "get_rng_state",
-    "gradcheck", "is_grad_enabled", "kernels_in_use", "manual_seed", "matmul", "maximum", "minimum", "nn", "no_grad",
-    "numerical_grad", "ones", "ones_like", "ops", "optim", "profile", "rand", "rand_like", "randn", "randn_like",
-    "set_default_dtype", "set_rng_state", "split", "stack", "tensor", "tril", "triu",
+    "__version__", "AnomalyError", "arange", "autograd", "cat", "detect_anomaly", "draw_graph", "enable_grad",
+    "full", "full_like", "Function", "functional", "get_default_dtype", "get_rng_state", "gradcheck",
+    "GradcheckError", "is_grad_enabled", "kernels_in_use", "manual_seed", "matmul", "maximum", "minimum", "nn",
+    "no_grad", "numerical_grad", "ones", "ones_like", "ops", "optim", "profile", "rand", "rand_like", "randn",
+    "randn_like", "set_default_dtype", "set_rng_state", "split", "stack", "Tensor", "tensor", "tril", "triu",
     "use_kernels", "where", "zeros", "zeros_like",
 ]  # fmt: skip

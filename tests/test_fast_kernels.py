@@ -216,7 +216,7 @@ def _python(code, **env):
 def test_the_environment_chooses_the_tier_at_the_first_op_and_importing_changes_nothing():
     code = (
         "import sys; import gradflow as gf; import gradflow.engine.kernels as k\n"
-        "assert k._tier is None and 'gradflow.fast' not in sys.modules  # nothing read, nothing tuned yet\n"
+        "assert k._tier is None  # nothing read yet\n"
         "y = gf.randn(2, requires_grad=True).gelu()\n"
         "print(gf.kernels_in_use(), type(y.grad_fn).__module__)\n"
     )

@@ -325,7 +325,7 @@ def backward(root, grad=None, retain_graph=False):
             )
         grad = np.ones(root.shape, dtype=root.dtype)
     else:
-        grad = np.asarray(getattr(grad, "data", grad))
+        grad = np.asarray(grad)
         if grad.shape != root.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but the output has shape {root.shape}")
         grad = grad.astype(root.dtype, copy=False)

@@ -9,7 +9,7 @@ from gradflow.engine.tensor import Tensor, _binary, _lift, as_tensor
 
 def where(cond, a, b):
     """a where cond is True, else b (cond boolean; all three broadcast together)."""
-    cond = np.asarray(getattr(cond, "data", cond))
+    cond = np.asarray(cond)
     if cond.dtype != bool:
         raise TypeError(f"where: cond must be boolean, got {cond.dtype}")
     a = _lift(a, b) if isinstance(b, Tensor) else as_tensor(a)

@@ -53,7 +53,7 @@ def numerical_grad(fn, *inputs, eps=1e-6, grad_output=None):
             if y.size != 1:
                 raise ValueError(f"numerical_grad: fn returns shape {y.shape}: pass grad_output= of that shape")
             grad_output = np.ones(y.shape)
-        u = np.asarray(getattr(grad_output, "data", grad_output), dtype=np.float64)
+        u = np.asarray(grad_output, dtype=np.float64)
 
         def objective():
             return float((_output(fn, xs).data * u).sum())

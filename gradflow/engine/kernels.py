@@ -1,13 +1,15 @@
 """Two tiers of kernels, and the one switch that chooses between them for the whole process.
 
-plain  the ops of gradflow/ops, written formula for formula: what a learner reads, and steps into
-       with a debugger.
+plain  the ops of gradflow/engine/ops, written formula for formula: what a learner reads, and
+       steps into with a debugger.
 fast   the same ops, except where gradflow/fast has a tuned kernel for one: each of those names
        the plain op it replaces, what it changes, and what that was measured to save.
 
 Both tiers compute the same numbers (tests/test_fast_kernels.py checks every fast kernel against
 its plain op, value and gradient). The functional entry points ask for the class to run with
-`kernel(ops.Gelu)`: the plain op itself, or its fast replacement from gradflow.fast.REPLACES.
+`kernel(ops.Gelu)`: the plain op itself, or its fast replacement. The engine knows nothing of the
+fast tier: gradflow/fast sits above it and offers its table of replacements here (gradflow's
+__init__ does that), so the engine reads, and runs, on its own.
 
 Fast is the default. GRADFLOW_KERNELS=plain in the environment (read at the first op), or at run
 time:
@@ -24,7 +26,8 @@ TIERS = ("plain", "fast")
 ENVIRONMENT_VARIABLE = "GRADFLOW_KERNELS"
 
 _tier = None  # None until the first op asks: then the environment decides
-_replacements = {}  # plain op -> the fast op run instead (empty in the plain tier)
+_offered = {}  # plain op -> its fast kernel, as the fast tier offered them
+_replacements = {}  # what runs instead of each plain op now: _offered in the fast tier, nothing in the plain
 
 
 def kernel(op):
@@ -32,6 +35,15 @@ def kernel(op):
     if _tier is None:
         _choose(_tier_from_environment())
     return _replacements.get(op, op)
+
+
+def offer(replacements):
+    """The fast tier's table {plain op: fast kernel}, kept by reference (a benchmark may take
+    kernels out of it to time their plain ops)."""
+    global _offered, _replacements
+    _offered = replacements
+    if _tier == "fast":
+        _replacements = _offered
 
 
 def kernels_in_use():
@@ -70,10 +82,5 @@ def _tier_from_environment():
 
 def _choose(tier):
     global _tier, _replacements
-    if tier == "fast":
-        from gradflow.fast import REPLACES  # imported only when asked for: the plain tier never loads it
-
-        _replacements = REPLACES
-    else:
-        _replacements = {}
+    _replacements = _offered if tier == "fast" else {}
     _tier = tier

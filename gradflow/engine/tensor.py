@@ -192,7 +192,7 @@ class Tensor:
     @grad.setter
     def grad(self, value):
         if value is not None:
-            value = np.array(getattr(value, "data", value), dtype=self.dtype)
+            value = np.array(value, dtype=self.dtype)
             if value.shape != self.shape:
                 raise ValueError(f"grad: shape {value.shape} does not match the tensor's shape {self.shape}")
         self._grad = value
@@ -513,7 +513,7 @@ class Tensor:
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
-        mask = np.asarray(getattr(mask, "data", mask))
+        mask = np.asarray(mask)
         if mask.dtype != bool:
             raise TypeError(f"masked_fill: mask must be boolean, got {mask.dtype}")
         if np.ndim(value) != 0:

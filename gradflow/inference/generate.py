@@ -14,7 +14,7 @@ from gradflow.engine.autograd import no_grad
 
 def filter_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution sampling draws from, after temperature, top-k and top-p: (V,) -> (V,)."""
-    logits = np.asarray(getattr(logits, "data", logits), dtype=np.float64)
+    logits = np.asarray(logits, dtype=np.float64)
     if temperature < 0:
         raise ValueError(f"sample: temperature must be >= 0, got {temperature}")
     if top_k is not None and top_k < 1:

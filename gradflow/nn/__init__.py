@@ -1,4 +1,10 @@
-"""Layers built on gradflow's public API: Module, Parameter, containers, layers, attention, blocks."""
+"""Neural-network layers: Module and Parameter, containers, layers, attention, positions, blocks, and F.
+
+functional.py (imported as F) holds the functions a transformer is made of (softmax,
+cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/engine/ops;
+the Modules here hold the parameters and call F. Read layers.py first, then attention.py.
+Built on the engine only: nothing here knows of training, text or the command line.
+"""
 
 from gradflow.nn import init
 from gradflow.nn.attention import KVCache, MultiHeadAttention, padding_mask

@@ -126,13 +126,13 @@ class MultiHeadAttention(Module):
         s = k.shape[-2]
         if lengths is not None:
             pad = padding_mask(lengths, s)
-            mask = pad if mask is None else np.asarray(getattr(mask, "data", mask)) & pad
+            mask = pad if mask is None else np.asarray(mask) & pad
         group = self.n_heads // self.n_kv_heads
         if group > 1:  # grouped-query heads (without, the shapes below are (B, nh, T, ...))
             q = q.reshape(b, self.n_kv_heads, group, t, self.head_dim)  # (B, nkv, g, T, hs)
             k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, nkv, 1, S, hs): shared by the g query heads
         if mask is not None:
-            mask = self._grouped_mask(np.asarray(getattr(mask, "data", mask)))
+            mask = self._grouped_mask(np.asarray(mask))
         p = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, dropout_p=p)  # (B, nkv, g, T, hs)
         if need_weights:

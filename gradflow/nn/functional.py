@@ -46,7 +46,7 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     for the (N,) losses. Perplexity is exp of the mean.
     """
     logits = as_tensor(logits)
-    targets = np.asarray(getattr(targets, "data", targets))
+    targets = np.asarray(targets)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f'cross_entropy: reduction must be "mean", "sum" or "none", got {reduction!r}')
     if logits.ndim != 2:
@@ -82,7 +82,7 @@ def rope(x, cos, sin, interleaved=False):
     (x2, x3), ... when interleaved, else (x_i, x_(i + d/2)).
     """
     x = as_tensor(x)
-    cos, sin = (np.asarray(getattr(a, "data", a), dtype=x.dtype) for a in (cos, sin))
+    cos, sin = (np.asarray(a, dtype=x.dtype) for a in (cos, sin))
     if x.ndim < 1 or x.shape[-1] % 2 or cos.shape != sin.shape:
         raise ValueError(f"rope: x {x.shape} needs an even last axis, cos and sin one shape: {cos.shape}, {sin.shape}")
     try:
@@ -127,7 +127,7 @@ def dropout(x, p, training=True):
 def embedding(ids, weight):
     """Row lookup: out[..., :] = weight[ids[...], :];  the gradient of a row sums over its uses."""
     weight = as_tensor(weight)
-    ids = np.asarray(getattr(ids, "data", ids))
+    ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be integers, got {ids.dtype}")
     bad = ids[(ids < 0) | (ids >= weight.shape[0])]
@@ -154,7 +154,7 @@ def _attention_mask(q, k, v, mask):
     tq, tk = q.shape[-2], k.shape[-2]
     allowed = None
     if mask is not None:
-        allowed = np.asarray(getattr(mask, "data", mask))
+        allowed = np.asarray(mask)
         if allowed.dtype != bool:
             raise TypeError(f"attention: mask must be boolean (True = may attend), got {allowed.dtype}")
         try:

@@ -1,4 +1,9 @@
-"""Optimizers with PyTorch's update formulas and defaults, so a learner's numbers match PyTorch's."""
+"""Optimizers with PyTorch's update formulas and defaults, so a learner's numbers match PyTorch's.
+
+SGD with momentum, Adam and AdamW update Parameters in place from their .grad; a schedule sets
+the learning rate of each step; clip_grad_norm scales all gradients together. They work on
+arrays and Parameters only, so this folder imports nothing of gradflow but the engine.
+"""
 
 from gradflow.optim.adam import Adam, AdamW
 from gradflow.optim.clip import clip_grad_norm

@@ -1,5 +1,7 @@
 """Text for language models: tokenizers (characters, byte-level BPE), corpora, and batches of token ids.
 
+Plain Python and numpy: it imports nothing else of gradflow, so a tokenizer can be read alone.
+
 from gradflow.text import BPETokenizer, default_corpus, get_batch, split
 text = default_corpus()
 tok = BPETokenizer.train(text, vocab_size=512)

@@ -1,46 +1,52 @@
-"""A one-line progress bar: step, bar, percentage, the caller's fields, rate and time left."""
+"""A one-line progress bar (tqdm): step, bar, percentage, rate, time left and the caller's fields.
 
+On a terminal tqdm redraws the line in place. Elsewhere (a log file, CI, a notebook's captured
+stderr) redrawing would leave every frame in the output, so the bar draws nothing by itself and
+Progress prints tqdm's line once every `every` steps (and at the last step) instead.
+"""
+
+import math
 import sys
-import time
+
+from tqdm import tqdm
 
 
-def _duration(seconds):
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+def _shown(value):
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 class Progress:
-    """Redraws one line in place on a terminal; elsewhere (logs, CI) prints a line every `every` steps."""
+    """Progress(total, start, unit); update(step, loss=2.31, ...); write(message); close()."""
 
-    def __init__(self, total, start=0, unit="it", stream=None, every=None, width=24):
-        self.total, self.step, self.unit, self.width = total, start, unit, width
+    def __init__(self, total, start=0, unit="it", stream=None, every=None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.every = every or max(1, total // 20)
-        self.started, self.first = time.perf_counter(), start
+        self.total, self.every = total, every or max(1, total // 20)
+        self.bar = tqdm(
+            total=total,
+            initial=start,
+            unit=unit,
+            file=self.stream,
+            dynamic_ncols=True,
+            # off a terminal tqdm never draws (nothing waits that long); update() prints the lines
+            delay=0 if self.tty else math.inf,
+        )
 
     def update(self, step, **fields):
         """Show progress at `step` (steps done) with fields such as loss=2.31 or tok_s=12000."""
-        self.step = step
-        if not self.tty and step % self.every and step != self.total:
-            return
-        elapsed = time.perf_counter() - self.started
-        rate = (step - self.first) / elapsed if elapsed > 0 else 0.0
-        left = (self.total - step) / rate if rate > 0 else 0.0
-        done = int(self.width * step / self.total) if self.total else self.width
-        bar = "#" * done + "." * (self.width - done)
-        shown = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items())
-        line = f"{step:>{len(str(self.total))}}/{self.total} [{bar}] {100 * step / max(self.total, 1):3.0f}% {shown}"
-        line += f" | {rate:.2f} {self.unit}/s | ETA {_duration(left)}"
-        self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
-        self.stream.flush()
+        self.bar.set_postfix({k: _shown(v) for k, v in fields.items()}, refresh=False)
+        self.bar.update(step - self.bar.n)
+        if not self.tty and (step % self.every == 0 or step == self.total):
+            self.stream.write(f"{self.bar}\n")
+            self.stream.flush()
 
     def write(self, text):
-        """Print a message above the bar (the bar is redrawn at the next update)."""
-        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
-        self.stream.flush()
+        """Print a message above the bar (on a terminal the bar is drawn again below it)."""
+        if self.tty:
+            self.bar.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
 
     def close(self):
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.bar.close()
