@@ -6,7 +6,7 @@ import gradflow as gf
 # These modules run every test once per tier of kernels (gradflow/engine/kernels.py): the fast kernels a
 # model trains with by default, and the plain ops a learner reads. Other modules run in the tier
 # in use (GRADFLOW_KERNELS=plain runs them all on the plain ops).
-BOTH_TIERS = {"test_gradcheck.py", "test_optable.py", "test_fused.py", "test_layers.py", "test_models.py"}
+BOTH_TIERS = {"test_gradcheck.py", "test_gradcheck_table.py", "test_fused.py", "test_layers.py", "test_models.py"}
 
 
 def pytest_generate_tests(metafunc):

@@ -12,6 +12,8 @@ Backward computes with the arrays forward saved, so they must still hold the for
 when it runs. A node remembers the version of each input whose memory it saved, and backward
 refuses to run if one went up (an optimizer's step updates the parameters in place and counts it);
 while the node lives, writes into that memory through `tensor.data` are refused (SavedArray).
+
+Read this file first (README.md gives the reading order); then engine/ops/elementwise.py.
 """
 
 import functools

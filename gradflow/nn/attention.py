@@ -6,6 +6,8 @@ Grouped-query attention (GQA) gives n_kv_heads < n_heads key/value heads, each s
 n_heads / n_kv_heads query heads (multi-query attention is n_kv_heads = 1). The sharing is done by
 broadcasting, without copying keys: queries are viewed as (B, n_kv, group, T, hs) against keys of
 (B, n_kv, 1, S, hs), and the engine sums each shared head's gradient over its group.
+
+Read after nn/layers.py and before models/gpt.py (README.md gives the reading order).
 """
 
 import numpy as np

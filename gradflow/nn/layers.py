@@ -1,4 +1,7 @@
-"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout."""
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout.
+
+Read after engine/ops/norm.py and before nn/attention.py (README.md gives the reading order).
+"""
 
 import math
 

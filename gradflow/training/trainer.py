@@ -21,6 +21,8 @@ Training health: before each evaluation the step also measures, per block, the g
 and the update's size relative to the weights, ||delta w|| / ||w|| (about 1e-3 is healthy; far
 above, the block is thrown around; far below, it has stopped learning), and how often clipping
 fired since the last evaluation.
+
+Read after models/gpt.py (README.md gives the reading order).
 """
 
 import contextlib

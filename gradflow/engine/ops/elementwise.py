@@ -1,4 +1,7 @@
-"""Elementwise ops. Binary ops broadcast; the engine sums each gradient back to its input's shape."""
+"""Elementwise ops. Binary ops broadcast; the engine sums each gradient back to its input's shape.
+
+Read after engine/autograd.py and before engine/ops/norm.py (README.md gives the reading order).
+"""
 
 import math
 

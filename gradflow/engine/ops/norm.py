@@ -1,4 +1,7 @@
-"""LayerNorm and RMSNorm over the last axis, fused, with their backward derived by hand."""
+"""LayerNorm and RMSNorm over the last axis, fused, with their backward derived by hand.
+
+Read after engine/ops/elementwise.py and before nn/layers.py (README.md gives the reading order).
+"""
 
 import numpy as np
 
