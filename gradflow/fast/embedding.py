@@ -14,7 +14,7 @@ faster over runs), once a step; in a whole step that is at the edge of what the 
 
 import numpy as np
 
-from gradflow.engine.autograd import Function
+from gradflow.engine import ops
 
 
 def add_rows(dw, ids, grad):
@@ -29,13 +29,8 @@ def add_rows(dw, ids, grad):
     dw.reshape(len(dw), -1)[ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
 
 
-class Embedding(Function):
-    """y = W[ids], as ops.Embedding; backward sums each token's rows with add_rows."""
-
-    @staticmethod
-    def forward(ctx, w, ids):
-        ctx.shape, ctx.ids = w.shape, ids
-        return w[ids]
+class Embedding(ops.Embedding):
+    """y = W[ids]: ops.Embedding's forward; its backward sums each token's rows with add_rows."""
 
     @staticmethod
     def backward(ctx, grad):
