@@ -29,7 +29,7 @@ def test_top_k_keeps_the_k_most_probable(toy_logits):
 
 def test_top_p_nucleus_of_the_worked_example(toy_logits):
     # P = [.1250 .2271 .2271 .1746 .2463]; sorted cumulative .2463 .4734 .7005 .8750 1: the first
-    # prefix to reach 0.75 has four tokens. Document 003 prints the nucleus {mat, cat, sat}, but its
+    # prefix to reach 0.75 has four tokens. "A Worked Walk-Through" prints the nucleus {mat, cat, sat}, but its
     # own cumulative sums (0.7004 after three tokens) show three tokens do not reach 0.75.
     p = filter_probs(toy_logits, top_p=0.75)
     assert kept(p) == {"mat", "cat", "sat", "on"}
