@@ -1,9 +1,9 @@
 """Block quantization as GGUF stores weights: Q8_0 (8-bit, symmetric) and Q4_1 (4-bit, scale and minimum).
 
-The write-up "The Mathematics Behind LLM Thinking" quantizes a whole tensor with one scale, s = max|w| / 7, q = clamp(round(w / s), -7, 7),
-and reads it back as w ~ q s. One outlier then stretches s for every weight. GGUF instead cuts each
-row into blocks of 32 weights and gives every block its own float16 scale, so an outlier costs
-precision only in its own block:
+The write-up "The Mathematics Behind LLM Thinking" quantizes a whole tensor with one scale,
+s = max|w| / 7, q = clamp(round(w / s), -7, 7), and reads it back as w ~ q s. One outlier then
+stretches s for every weight. GGUF instead cuts each row into blocks of 32 weights and gives every
+block its own float16 scale, so an outlier costs precision only in its own block:
 
     Q8_0 (34 bytes per 32 weights, 8.5 bits each)
         d = max|w| / 127,   q = round(w / d) in [-127, 127] (int8)
