@@ -55,7 +55,7 @@ def mask_bias(allowed, tq, tk, dtype):
 
 def softmax_weights(q, k, bias, scale, out):
     """out = softmax(q k^T * scale + bias) along the keys, computed in out's own buffer (keys-first);
-    a query with no allowed key gets zeros, as ops.attention.attention_weights."""
+    a query with no allowed key gets zeros, as ops.attention.softmax_of_scores."""
     np.matmul(k, np.swapaxes(q, -1, -2), out=np.swapaxes(out, -1, -2))  # scores^T = k q^T, row-major
     out *= scale
     if bias is not None:

@@ -184,8 +184,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, d
 
 
 def attention_weights(q, k, mask=None, causal=False, scale=None):
-    """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked), outside the graph: for pictures."""
+    """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked) as a Tensor outside the graph: for pictures."""
     q, k = as_tensor(q), as_tensor(k)
     allowed, shape = _attention_mask(q, k, k, mask)
-    weights = ops.attention.attention_weights(q.data, k.data, allowed_keys(allowed, causal, *shape[-2:]), scale)
+    weights = ops.attention.softmax_of_scores(q.data, k.data, allowed_keys(allowed, causal, *shape[-2:]), scale)
     return Tensor._make(weights, False, None)

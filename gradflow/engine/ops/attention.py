@@ -24,7 +24,7 @@ def allowed_keys(allowed, causal, tq, tk):
     return causal_mask(tq, tk) if allowed is None else allowed & causal_mask(tq, tk)
 
 
-def attention_weights(q, k, allowed=None, scale=None):
+def softmax_of_scores(q, k, allowed=None, scale=None):
     """A = softmax(q k^T * scale) along the keys, with a score set to -inf where `allowed` is False.
 
     A masked score's weight is exp(-inf) = 0. A query with no allowed key at all gets all-zero
@@ -61,7 +61,7 @@ class ScaledDotProductAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, allowed=None, causal=False, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-        attn = attention_weights(q, k, allowed_keys(allowed, causal, q.shape[-2], k.shape[-2]), scale)
+        attn = softmax_of_scores(q, k, allowed_keys(allowed, causal, q.shape[-2], k.shape[-2]), scale)
         dropped = attn if drop is None else attn * drop
         ctx.save_for_backward(q, k, v, attn, dropped)
         ctx.scale, ctx.drop = scale, drop
