@@ -1,18 +1,21 @@
 """A GPT-2 style decoder, top to bottom.
 
+Read after gradflow/nn/layers.py and gradflow/nn/attention.py; next, gradflow/training/trainer.py (or llama.py).
+
 x_0 = E[ids] + P[positions]                       token + learned position embeddings  (B, T, d)
 x_l = x_(l-1) + Attn(LN(x_(l-1)))                 causal multi-head self-attention, pre-norm
 x_l = x_l + MLP(LN(x_l)),  MLP = GELU MLP 4d wide
 logits = LN(x_L) E^T                              the head shares the token embedding (tied)
+
+What GPT shares with Llama (counting parameters, the KV caches, the loss) is in decoder.py.
 """
 
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from gradflow.models.decoder import Decoder
 
 from gradflow import nn
-from gradflow.nn import functional as F
 
 
 @dataclass
@@ -28,7 +31,7 @@ class GPTConfig:
     eps: float = 1e-5
 
 
-class GPT(nn.Module):
+class GPT(Decoder):
     def __init__(self, config, dtype=None):
         super().__init__()
         self.config = c = config
@@ -56,33 +59,19 @@ class GPT(nn.Module):
             elif p.ndim == 2:
                 nn.init.normal_(p, std=0.02)
 
-    @classmethod
-    def count_parameters(cls, config):
-        """The parameter count of `config`, by building the model without allocating its weights."""
-        with nn.init.meta():
-            return cls(config).num_parameters()
-
-    def new_cache(self):
-        """One empty KV cache per block, for incremental decoding."""
-        return [nn.KVCache() for _ in self.blocks]
-
+    # written out here rather than shared in decoder.py, so that this file shows GPT's whole forward path
     def forward(self, ids, targets=None, cache=None, need_weights=False):
         """ids: (B, T) token ids -> (logits (B, T, vocab), mean cross-entropy against targets or None).
 
         With a cache (from new_cache), ids are the next tokens after those already cached.
         """
-        ids = np.asarray(getattr(ids, "data", ids))
-        b, t = ids.shape
-        offset = 0 if cache is None else cache[0].length
+        ids = self.token_ids(ids)  # (B, T)
+        offset = 0 if cache is None else cache[0].length  # positions go on after the cached tokens
         x = self.drop(self.wpe(self.wte(ids), offset=offset))  # (B, T, d)
         for i, block in enumerate(self.blocks):
             x = block(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
-        loss = None
-        if targets is not None:
-            targets = np.asarray(getattr(targets, "data", targets))
-            loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
-        return logits, loss
+        return logits, self.loss(logits, targets)
 
 
 def gpt2_small():

@@ -1,21 +1,24 @@
 """A Llama / Qwen style decoder, top to bottom.
 
+Read after gpt.py; next, llama_trace.py (this forward written out step by step) or gradflow/training/trainer.py.
+
 x_0 = E[ids]                                      no position embedding: RoPE rotates q and k
 x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention with RoPE
 x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
 logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
 
 `from_gguf` loads pretrained weights from a llama.cpp GGUF file, and `smollm2_instruct()` gives
-SmolLM2-135M-Instruct with its tokenizer, ready to chat.
+SmolLM2-135M-Instruct with its tokenizer, ready to chat. What Llama shares with GPT (counting
+parameters, the KV caches, the loss) is in decoder.py.
 """
 
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from gradflow.models.decoder import Decoder
 
 from gradflow import nn
-from gradflow.nn import functional as F
 from gradflow.pretrained import GGUFFile, smollm2_path
 from gradflow.text import PretrainedBPETokenizer
 
@@ -35,7 +38,7 @@ class LlamaConfig:
     rope_interleaved: bool = False  # RoPE pairs (x0, x1), (x2, x3), ... instead of (x_i, x_(i + d/2))
 
 
-class Llama(nn.Module):
+class Llama(Decoder):
     def __init__(self, config, dtype=None):
         super().__init__()
         self.config = c = config
@@ -57,28 +60,19 @@ class Llama(nn.Module):
         if c.tie_weights:
             self.lm_head.weight = self.embed_tokens.weight
 
-    @classmethod
-    def count_parameters(cls, config):
-        """The parameter count of `config`, by building the model without allocating its weights."""
-        with nn.init.meta():
-            return cls(config).num_parameters()
-
-    def new_cache(self):
-        return [nn.KVCache() for _ in self.layers]
-
+    # written out here rather than shared in decoder.py, so that this file shows Llama's whole forward path
     def forward(self, ids, targets=None, cache=None, need_weights=False):
-        """ids: (B, T) -> (logits (B, T, vocab), mean cross-entropy against targets or None)."""
-        ids = np.asarray(getattr(ids, "data", ids))
-        b, t = ids.shape
+        """ids: (B, T) token ids -> (logits (B, T, vocab), mean cross-entropy against targets or None).
+
+        With a cache (from new_cache), ids are the next tokens after those already cached; RoPE
+        reads their positions from the cache.
+        """
+        ids = self.token_ids(ids)  # (B, T)
         x = self.embed_tokens(ids)  # (B, T, d)
         for i, layer in enumerate(self.layers):
             x = layer(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.norm(x))  # (B, T, vocab)
-        loss = None
-        if targets is not None:
-            targets = np.asarray(getattr(targets, "data", targets))
-            loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
-        return logits, loss
+        return logits, self.loss(logits, targets)
 
 
 # each layer's weights: gradflow's name <- the GGUF file's name
@@ -217,7 +211,7 @@ def smollm2_instruct(rope_interleaved=False):
 
 
 def qwen2_0_5b():
-    """The model of document 000 (Qwen2-0.5B shapes): 494,032,768 parameters."""
+    """Qwen2-0.5B: 494,032,768 parameters; the model "The Mathematics Behind LLM Thinking" works through."""
     return LlamaConfig(
         vocab_size=151936, n_layer=24, d_model=896, n_heads=14, n_kv_heads=2, d_ff=4864,
         qkv_bias=True, rope_base=1_000_000.0, eps=1e-6,

@@ -104,6 +104,18 @@ def test_state_dict_round_trip_and_errors():
         a.load_state_dict(llama_state)
 
 
+@pytest.mark.parametrize("name", TINY)
+def test_ids_that_are_not_a_batch_are_a_clear_error(name):
+    with pytest.raises(ValueError, match=r"ids must be \(batch, time\), got shape \(6,\)"):
+        TINY[name]()(IDS[0])
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_one_cache_per_block(name):
+    model = TINY[name]()
+    assert len(model.new_cache()) == model.config.n_layer
+
+
 def test_context_longer_than_block_size_is_a_clear_error():
     with pytest.raises(ValueError, match="do not fit in max_len 8"):
         TINY["gpt"]()(np.zeros((1, 9), dtype=np.int64))
