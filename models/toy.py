@@ -1,6 +1,10 @@
-"""The toy model of "A Worked Walk-Through" (../shared/seeds/003), with exactly the weights it prints.
+"""The toy model of "The Math Behind Large Language Models: A Worked Walk-Through" (HumindLabs AI).
 
-vocabulary the/cat/sat/on/mat, d = 4, d_k = 2 (one head), d_ff = 3; the input is "the cat sat".
+Read it with tutorials/02_worked_walkthrough.ipynb, after gradflow/engine/autograd.py; next, gpt.py.
+
+It builds a tiny transformer and writes every number out; this model holds exactly the
+weights it prints: vocabulary the/cat/sat/on/mat, d = 4, d_k = 2 (one head), d_ff = 3, and the
+input "the cat sat".
 
 The document computes two things, in this order, and never joins them:
 

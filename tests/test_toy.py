@@ -1,4 +1,5 @@
-"""The toy model of "A Worked Walk-Through" (seeds/003): every printed number, then its gradients.
+"""The toy model of "The Math Behind Large Language Models: A Worked Walk-Through" (HumindLabs AI):
+every printed number, then its gradients.
 
 Each `printed` array is typed in from the document as it stands. Where the document is wrong, the
 test names the place and the right value in `wrong=` with a comment saying what went wrong, and

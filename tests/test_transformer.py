@@ -1,5 +1,7 @@
-"""models/transformer.py: the encoder-decoder of 001, gradchecked end to end, its masks checked for
-leakage (004), and trained to reverse digit strings."""
+"""models/transformer.py: the encoder-decoder of "A Brief Introduction to (some of) the Math Behind the
+Transformer", gradchecked end to end, trained to reverse digit strings, and its masks checked for leakage,
+the causal and the padding mask separately, as "Transformer Architecture: Theory Notebook" asks: no output
+may change with a future target token or a padded source position."""
 
 import numpy as np
 from gradflow.models.transformer import Transformer, TransformerConfig
