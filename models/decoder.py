@@ -29,7 +29,7 @@ class Decoder(nn.Module):
 
     def token_ids(self, ids):
         """ids (a Tensor or array of shape (B, T)) as a numpy integer array, or an error naming the shape."""
-        ids = np.asarray(getattr(ids, "data", ids))
+        ids = np.asarray(ids)
         if ids.ndim != 2:
             raise ValueError(f"{type(self).__name__}: ids must be (batch, time), got shape {ids.shape}")
         return ids
@@ -42,5 +42,5 @@ class Decoder(nn.Module):
         """
         if targets is None:
             return None
-        targets = np.asarray(getattr(targets, "data", targets))
+        targets = np.asarray(targets)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
