@@ -6,9 +6,24 @@ Progress prints tqdm's line once every `every` steps (and at the last step) inst
 """
 
 import math
+import os
 import sys
 
 from tqdm import tqdm
+
+
+class _Bar(tqdm):
+    # no monitor thread: data-parallel training forks its workers while the bar is up, and a fork
+    # should copy a process with one thread (the monitor only redraws a bar left idle for 10 s)
+    monitor_interval = 0
+
+
+def _sized(stream):
+    """Whether the terminal reports its size (a pseudo-terminal may say 0x0, and tqdm would then draw nothing)."""
+    try:
+        return min(os.get_terminal_size(stream.fileno())) > 0
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _shown(value):
@@ -22,12 +37,15 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.total, self.every = total, every or max(1, total // 20)
-        self.bar = tqdm(
+        sized = self.tty and _sized(self.stream)
+        self.bar = _Bar(
             total=total,
             initial=start,
             unit=unit,
             file=self.stream,
-            dynamic_ncols=True,
+            dynamic_ncols=sized,  # follows the window as it is resized
+            ncols=100 if self.tty and not sized else None,
+            nrows=20 if self.tty and not sized else None,
             # off a terminal tqdm never draws (nothing waits that long); update() prints the lines
             delay=0 if self.tty else math.inf,
         )
