@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"))
+parser.add_argument("--data", default=str(Path(__file__).resolve().parent / "data" / "tinyshakespeare.txt"))
 parser.add_argument("--iters", type=int, default=2000)
 parser.add_argument("--threads", type=int, help="BLAS and torch threads (default: the libraries' own)")
 parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per engine")
