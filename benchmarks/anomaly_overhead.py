@@ -66,10 +66,10 @@ def time_steps(step, n):
 def child(root, steps):
     """Run in a fresh process: time `steps` steps with gradflow imported from `root`; print the times."""
     sys.path.insert(0, root)
-    from gradflow.models import gpt
     from threadpoolctl import threadpool_limits
 
     import gradflow as gf
+    from gradflow.models import gpt
 
     assert Path(gf.__file__).resolve().is_relative_to(Path(root).resolve()), gf.__file__
     with threadpool_limits(1, "blas"):
@@ -109,10 +109,10 @@ def guards_cost(baseline, current, rounds, steps):
 def anomaly_cost(rounds, steps):
     """Median ms per step with detect_anomaly off and on, alternating in this process."""
     sys.path.insert(0, str(ROOT))
-    from gradflow.models import gpt
     from threadpoolctl import threadpool_limits
 
     import gradflow as gf
+    from gradflow.models import gpt
 
     medians = {"off": [], "on": []}
     with threadpool_limits(1, "blas"):

@@ -19,13 +19,13 @@ import contextlib
 import time
 
 import numpy as np
-from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
 from gradflow import fast
 from gradflow.engine import ops
 from gradflow.fast import attention as fast_attention
 from gradflow.fast.memory import tune_malloc
+from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.nn import functional as F
 from gradflow.training.trainer import TrainConfig, default_optimizer
 

@@ -26,9 +26,9 @@ if args.threads:  # must be set before numpy loads its BLAS
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
-from gradflow.models.llama import smollm2_instruct  # noqa: E402
 
 import gradflow as gf  # noqa: E402
+from gradflow.models.llama import smollm2_instruct  # noqa: E402
 from gradflow.training.progress import Progress  # noqa: E402
 
 PROMPT = (

@@ -47,11 +47,11 @@ if args.threads:  # must be set before numpy loads its BLAS
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
-from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import gradflow as gf  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
+from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
 from gradflow.training.data_parallel import DataParallel  # noqa: E402
 from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer  # noqa: E402

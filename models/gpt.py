@@ -13,9 +13,8 @@ What GPT shares with Llama (counting parameters, the KV caches, the loss) is in 
 import math
 from dataclasses import dataclass
 
-from gradflow.models.decoder import Decoder
-
 from gradflow import nn
+from gradflow.models.decoder import Decoder
 
 
 @dataclass

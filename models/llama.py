@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from gradflow.models.decoder import Decoder
 
 from gradflow import nn
+from gradflow.models.decoder import Decoder
 from gradflow.pretrained import GGUFFile, smollm2_path
 from gradflow.text import PretrainedBPETokenizer
 

@@ -6,12 +6,12 @@ import os
 
 import numpy as np
 import pytest
-from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
 from gradflow import nn
 from gradflow.engine import autograd
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
+from gradflow.models.gpt import GPT, GPTConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings: meant here
 

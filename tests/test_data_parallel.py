@@ -228,7 +228,10 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
         "print(*(w.pid for w in dp.workers), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    # run outside the checkout, so that the installed gradflow is the one imported, wherever that is
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    ).stdout
     pids = [int(p) for p in out.split()]
     assert len(pids) == 2
 

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from gradflow.models.gpt import GPT, GPTConfig
-from gradflow.models.toy import ToyModel
 
 import gradflow as gf
 from gradflow.inference.generate import filter_probs, generate, sample
+from gradflow.models.gpt import GPT, GPTConfig
+from gradflow.models.toy import ToyModel
 
 VOCAB = ["the", "cat", "sat", "on", "mat"]
 

@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 import graphviz
 import numpy as np
 import pytest
-from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
 from gradflow.cli import main
+from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.tools import graph as gv
 
 NODE = re.compile(r"^\s+((?:t|op|m)\d+) \[(.*)\]$", re.M)

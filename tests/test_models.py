@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from gradflow.models.gpt import GPT, GPTConfig, gpt2_small
-from gradflow.models.llama import Llama, LlamaConfig, qwen2_0_5b, smollm2_135m
 
 import gradflow as gf
+from gradflow.models.gpt import GPT, GPTConfig, gpt2_small
+from gradflow.models.llama import Llama, LlamaConfig, qwen2_0_5b, smollm2_135m
 
 TINY = {
     "gpt": lambda: GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8)),

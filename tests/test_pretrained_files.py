@@ -294,7 +294,6 @@ def tiny(tmp_path_factory):
 
 def test_the_tiny_file_loads_as_a_model_and_a_tokenizer(tmp_path, tiny):
     from gradflow.models.llama import from_gguf
-
     from gradflow.pretrained import GGUFFile
     from gradflow.text import PretrainedBPETokenizer
 
@@ -361,7 +360,6 @@ def test_a_missing_gguf_or_a_directory_is_named(tmp_path):
 def load(path):
     """Model and tokenizer from a GGUF file, as smollm2_instruct loads them."""
     from gradflow.models.llama import from_gguf
-
     from gradflow.pretrained import GGUFFile
     from gradflow.text import PretrainedBPETokenizer
 

@@ -380,9 +380,9 @@ def test_an_error_while_generating_starts_its_own_line(checkpoint, capsys, monke
     assert captured.out == "to be\n" and captured.err == "gradflow generate: something went wrong\n"
 
 
-def test_chat_with_stdin_closed_is_one_line():
+def test_chat_with_stdin_closed_is_one_line(tmp_path):
     code = "import sys; from gradflow.cli import main; sys.exit(main(['chat']))"
-    done = subprocess.run(f'{sys.executable} -c "{code}" <&-', shell=True, capture_output=True, text=True)
+    done = subprocess.run(f'{sys.executable} -c "{code}" <&-', shell=True, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == "gradflow chat: standard input is closed: chat reads your messages from it\n"
 
@@ -437,7 +437,7 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint_and_resume_is_exact(
     assert main([*flags, "--out-dir", str(whole)]) == 0
     killed = tmp_path / "killed"
     script = KILLED_RUN.format(args=[*flags, "--out-dir", str(killed)])
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         while "saving" not in proc.stdout.readline():  # the step-4 checkpoint is half written
             assert proc.poll() is None

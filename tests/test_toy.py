@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 import pytest
-from gradflow.models.toy import ToyConfig, ToyModel
 
 import gradflow as gf
+from gradflow.models.toy import ToyConfig, ToyModel
 from gradflow.nn import functional as F
 
 THE, CAT, SAT, ON, MAT = range(5)

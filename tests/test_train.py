@@ -6,9 +6,9 @@ import signal
 
 import numpy as np
 import pytest
-from gradflow.models.gpt import GPT, GPTConfig
 
 import gradflow as gf
+from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.text import CharTokenizer, split
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from gradflow.training.trainer import TrainConfig, Trainer

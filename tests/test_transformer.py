@@ -4,9 +4,9 @@ the causal and the padding mask separately, as "Transformer Architecture: Theory
 may change with a future target token or a padded source position."""
 
 import numpy as np
-from gradflow.models.transformer import Transformer, TransformerConfig
 
 import gradflow as gf
+from gradflow.models.transformer import Transformer, TransformerConfig
 
 TINY = TransformerConfig(
     src_vocab=5, tgt_vocab=6, d_model=4, n_heads=2, d_ff=8, n_enc_layers=1, n_dec_layers=2, max_len=8, pad_id=0
