@@ -19,6 +19,7 @@ Off by default; when off it costs one check of a global flag per op and per back
 """
 
 import functools
+import importlib.util
 import inspect
 import os
 
@@ -162,14 +163,21 @@ def _created_at(node):
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradflow/, above engine/
-# gradflow.models: inside the package once installed from a wheel, the repository's models/ when editable
-_MODELS = os.path.join(os.path.dirname(os.path.dirname(_PACKAGE)), "models") + os.sep
+
+
+@functools.cache
+def _library_folders():
+    """gradflow's folder and gradflow.models' (inside it when installed from a wheel, the repository's
+    models/ when editable), found without importing the models."""
+    spec = importlib.util.find_spec("gradflow.models")
+    models = [os.path.dirname(os.path.abspath(spec.origin)) + os.sep] if spec and spec.origin else []
+    return (_PACKAGE, *models)
 
 
 @functools.cache
 def _inside_engine(filename):
-    """Code of gradflow itself or of the model definitions in models/: not the line that is meant."""
-    return os.path.abspath(filename).startswith((_PACKAGE, _MODELS))
+    """Code of gradflow itself or of the model definitions in gradflow.models: not the line that is meant."""
+    return os.path.abspath(filename).startswith(_library_folders())
 
 
 def user_line():
