@@ -27,23 +27,20 @@ ENVIRONMENT_VARIABLE = "GRADFLOW_KERNELS"
 
 _tier = None  # None until the first op asks: then the environment decides
 _offered = {}  # plain op -> its fast kernel, as the fast tier offered them
-_replacements = {}  # what runs instead of each plain op now: _offered in the fast tier, nothing in the plain
 
 
 def kernel(op):
     """The Function class that runs `op` (a plain op of gradflow.engine.ops) in the tier in use."""
     if _tier is None:
         _choose(_tier_from_environment())
-    return _replacements.get(op, op)
+    return _offered.get(op, op) if _tier == "fast" else op
 
 
 def offer(replacements):
     """The fast tier's table {plain op: fast kernel}, kept by reference (a benchmark may take
     kernels out of it to time their plain ops)."""
-    global _offered, _replacements
+    global _offered
     _offered = replacements
-    if _tier == "fast":
-        _replacements = _offered
 
 
 def kernels_in_use():
@@ -81,6 +78,5 @@ def _tier_from_environment():
 
 
 def _choose(tier):
-    global _tier, _replacements
-    _replacements = _offered if tier == "fast" else {}
+    global _tier
     _tier = tier
