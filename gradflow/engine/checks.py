@@ -52,3 +52,16 @@ def broadcast_shape(op, *shapes):
             sizes_text = " and ".join(str(n) for n in sorted(sizes))
             raise ValueError(f"{op}: shapes {listed} cannot be broadcast: axis {-i} has sizes {sizes_text}")
     raise ValueError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast")
+
+
+def spelling(op, numpy_name, numpy_value, torch_name, torch_value, default):
+    """An argument numpy and PyTorch spell differently (axis/dim, keepdims/keepdim): either, not both.
+
+    Both spellings default to None in a signature, so that giving both can be told from giving one:
+    x.sum(axis=1) and x.sum(dim=1) are the same call; x.sum(axis=1, dim=1) is an error.
+    """
+    if numpy_value is not None and torch_value is not None:
+        raise TypeError(f"{op}: give {numpy_name}= (numpy's name) or {torch_name}= (PyTorch's), not both")
+    if numpy_value is not None:
+        return numpy_value
+    return default if torch_value is None else torch_value
