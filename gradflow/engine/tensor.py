@@ -210,6 +210,10 @@ class Tensor:
     ndim = property(lambda self: self._data.ndim)
     size = property(lambda self: self._data.size)
 
+    def numel(self):
+        """How many numbers the tensor holds: the product of its shape."""
+        return self._data.size
+
     @property
     def is_leaf(self):
         """True for tensors no op produced (inputs, parameters); backward fills only their .grad."""

@@ -87,7 +87,7 @@ class Module:
 
     def num_parameters(self):
         """How many numbers the model learns (a tied weight counts once)."""
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     # --- state ----------------------------------------------------------------------------------
 
