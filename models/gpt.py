@@ -11,9 +11,10 @@ What GPT shares with Llama (counting parameters, the KV caches, the loss) is in 
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from gradflow import nn
+from gradflow.models import hf
 from gradflow.models.decoder import Decoder
 
 
@@ -71,6 +72,23 @@ class GPT(Decoder):
             x = block(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
         return logits, self.loss(logits, targets)
+
+    @classmethod
+    def from_hf(cls, source, config=None, dtype=None):
+        """A GPT with the weights of a Hugging Face GPT-2 (GPT2LMHeadModel), in eval mode.
+
+        source: a folder holding config.json and model.safetensors (or shards listed in
+        model.safetensors.index.json), or a dict of numpy arrays by GPT-2's names with `config`, the
+        dict config.json holds. The names and layouts are mapped in hf.py.
+        """
+        where = f"GPT.from_hf: {'a dict of weights' if isinstance(source, dict) else source}"
+        fields, state = hf.gpt_from_hf(*hf.read_hf(source, config, where), where)
+        return hf.build(cls, GPTConfig(**fields), state, dtype, where)
+
+    def to_hf(self):
+        """(weights by GPT-2's names, GPT-2's config.json as a dict): what GPT2LMHeadModel.from_pretrained reads
+        once hf.write_hf has written them to a folder."""
+        return hf.gpt_to_hf(self.state_dict(), asdict(self.config))
 
 
 def gpt2_small():

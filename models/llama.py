@@ -13,11 +13,12 @@ parameters, the KV caches, the loss) is in decoder.py.
 """
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from gradflow import nn
+from gradflow.models import hf
 from gradflow.models.decoder import Decoder
 from gradflow.pretrained import GGUFFile, smollm2_path
 from gradflow.text import PretrainedBPETokenizer
@@ -73,6 +74,34 @@ class Llama(Decoder):
             x = layer(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         logits = self.lm_head(self.norm(x))  # (B, T, vocab)
         return logits, self.loss(logits, targets)
+
+    @classmethod
+    def from_hf(cls, source, config=None, dtype=None):
+        """A Llama with the weights of a Hugging Face Llama (LlamaForCausalLM), in eval mode, RoPE in halves.
+
+        source: a folder holding config.json and model.safetensors (or shards listed in
+        model.safetensors.index.json), or a dict of numpy arrays by Hugging Face's names with
+        `config`, the dict config.json holds. The names are mapped in hf.py.
+        """
+        where = f"Llama.from_hf: {'a dict of weights' if isinstance(source, dict) else source}"
+        fields, state = hf.llama_from_hf(*hf.read_hf(source, config, where), where)
+        return hf.build(cls, LlamaConfig(**fields), state, dtype, where)
+
+    def to_hf(self, context=2048):
+        """(weights by Hugging Face's names, LlamaConfig's config.json as a dict): what
+        LlamaForCausalLM.from_pretrained reads once hf.write_hf has written them to a folder.
+
+        `context` is max_position_embeddings, the longest context the model is meant for (RoPE
+        itself has no limit). Hugging Face rotates halves: an interleaved model's q and k rows are
+        put in that order first, which leaves every q . k, and so every logit, unchanged.
+        """
+        state, c = self.state_dict(), self.config
+        if c.rope_interleaved:
+            for name, w in state.items():
+                if name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+                    n_heads = c.n_heads if ".q_proj." in name else c.n_kv_heads
+                    state[name] = halves_from_pairs(w.reshape(len(w), -1), n_heads).reshape(w.shape)
+        return hf.llama_to_hf(state, asdict(replace(c, rope_interleaved=False)), context)
 
 
 # each layer's weights: gradflow's name <- the GGUF file's name
