@@ -165,7 +165,7 @@ class ToyModel(gf.nn.Module):
         out["mu"] = y.mean()
         out["var"] = y.var()  # population variance (divide by d), as LayerNorm uses
         out["sigma"] = out["var"].sqrt()
-        out["ln"] = h_last = F.layer_norm(y, self.gamma, self.beta, eps=self.config.ln_eps)
+        out["ln"] = h_last = F.layer_norm(y, self.gamma.shape, self.gamma, self.beta, eps=self.config.ln_eps)
 
         # section 5, output projection and softmax over the vocabulary
         out["logits"] = logits = self.W_out @ h_last
@@ -188,7 +188,7 @@ class ToyModel(gf.nn.Module):
         x = F.embedding(ids, self.E)
         relu_h = (x @ self.W_1.T + self.b_1).relu()
         y = x + relu_h @ self.W_2.T + self.b_2
-        h_last = F.layer_norm(y, self.gamma, self.beta, eps=self.config.ln_eps)
+        h_last = F.layer_norm(y, self.gamma.shape, self.gamma, self.beta, eps=self.config.ln_eps)
         logits = h_last @ self.W_out.T
         if targets is None:
             return logits, None

@@ -24,9 +24,9 @@ def _cross_entropy(z, t):
     return -picked.mean()
 
 
-def _layer_norm(x, w, b, eps=1e-5):
-    xc = x - x.mean(axis=-1, keepdims=True)
-    var = (xc * xc).mean(axis=-1, keepdims=True)
+def _layer_norm(x, w, b, eps=1e-5, axis=-1):
+    xc = x - x.mean(axis=axis, keepdims=True)
+    var = (xc * xc).mean(axis=axis, keepdims=True)
     return xc * (var + eps).rsqrt() * w + b
 
 
@@ -70,7 +70,12 @@ PAIRS = {
     "log_softmax": (lambda x: F.log_softmax(x), _log_softmax, [(4, 6)]),
     "logsumexp": (lambda x: x.logsumexp(axis=-1), _logsumexp, [(4, 6)]),
     "cross_entropy": (lambda z: F.cross_entropy(z, TARGETS), lambda z: _cross_entropy(z, TARGETS), [(4, 5)]),
-    "layer_norm": (lambda x, w, b: F.layer_norm(x, w, b), _layer_norm, [(2, 3, 8), (8,), (8,)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), _layer_norm, [(2, 3, 8), (8,), (8,)]),
+    "layer_norm over two axes": (
+        lambda x, w, b: F.layer_norm(x, (3, 8), w, b),
+        lambda x, w, b: _layer_norm(x, w, b, axis=(-2, -1)),
+        [(2, 3, 8), (3, 8), (3, 8)],
+    ),
     "rms_norm": (lambda x, w: F.rms_norm(x, w), _rms_norm, [(2, 3, 8), (8,)]),
     "gelu": (F.gelu, _gelu, [(3, 7)]),
     "silu": (F.silu, lambda x: x * x.sigmoid(), [(3, 7)]),
@@ -86,6 +91,11 @@ PAIRS = {
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
         lambda q, k, v: _attention(q, k, v, CAUSAL),
         [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6)],
+    ),
+    "attention float attn_mask": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        lambda q, k, v, m: _softmax(q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1]) + m) @ v,
+        [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6), (5, 5)],
     ),
 }
 

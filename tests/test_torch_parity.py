@@ -84,7 +84,7 @@ def test_fused_ops_match_torch():
     both(F.gelu, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), x)
     both(F.silu, torch.nn.functional.silu, x)
     both(
-        lambda x, w, b: F.layer_norm(x, w, b),
+        lambda x, w, b: F.layer_norm(x, (8,), w, b),
         lambda x, w, b: torch.nn.functional.layer_norm(x, (8,), w, b, eps=1e-5),
         x,
         w,

@@ -414,7 +414,7 @@ def test_layer_norm_matches_the_numpy_formula():
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
     for eps in (1e-5, 0.5):
         xhat = (x - mu) / np.sqrt(var + eps)
-        y = F.layer_norm(gf.tensor(x), gf.tensor(w), gf.tensor(b), eps=eps)
+        y = F.layer_norm(gf.tensor(x), (5,), gf.tensor(w), gf.tensor(b), eps=eps)
         assert_allclose(y.data, xhat * w + b, rtol=1e-12, atol=1e-14)
     assert_allclose(F.layer_norm(gf.tensor(x)).data, (x - mu) / np.sqrt(var + 1e-5), rtol=1e-12, atol=1e-14)
 
@@ -422,7 +422,7 @@ def test_layer_norm_matches_the_numpy_formula():
 def test_layer_norm_weight_and_bias_gradients_by_hand():
     x = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 6.0]])
     w, b = leaf([1.0, 2.0, 3.0]), leaf([0.0, 0.0, 0.0])
-    F.layer_norm(gf.tensor(x), w, b, eps=0.0).sum().backward()
+    F.layer_norm(gf.tensor(x), (3,), w, b, eps=0.0).sum().backward()
     xhat = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)
     assert_allclose(w.grad, xhat.sum(axis=0), atol=1e-12)  # dL/dw = sum over rows of g * xhat
     assert_array_equal(b.grad, [2.0, 2.0, 2.0])  # dL/db = sum over rows of g
@@ -836,7 +836,7 @@ DTYPE_OPS = {
     "triu": lambda x: gf.triu(x, k=1),
     "matmul": lambda x: x @ x.T,
     "matmul-1d-np": lambda x: x @ np.ones(3, dtype=x.dtype),
-    "layer_norm": lambda x: F.layer_norm(x, gf.ones(3, dtype=x.dtype), gf.zeros(3, dtype=x.dtype)),
+    "layer_norm": lambda x: F.layer_norm(x, (3,), gf.ones(3, dtype=x.dtype), gf.zeros(3, dtype=x.dtype)),
     "rms_norm": lambda x: F.rms_norm(x, gf.ones(3, dtype=x.dtype)),
     "dropout": lambda x: F.dropout(x, 0.5),
     "cross_entropy": lambda x: F.cross_entropy(x, TARGETS),

@@ -3,15 +3,19 @@
 functional.py (imported as F) holds the functions a transformer is made of (softmax,
 cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/engine/ops;
 the Modules here hold the parameters and call F. Read layers.py first, then attention.py.
+activations.py and losses.py wrap F's functions as Modules, and utils.py clips gradients, with
+PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
-from gradflow.nn import init
+from gradflow.nn import init, utils
+from gradflow.nn.activations import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from gradflow.nn.attention import KVCache, MultiHeadAttention, padding_mask
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm
-from gradflow.nn.module import Module, ModuleList, Parameter, Sequential
+from gradflow.nn.losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from gradflow.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from gradflow.nn.positional import (
     LearnedPositionalEncoding,
     RotaryEmbedding,
@@ -20,7 +24,9 @@ from gradflow.nn.positional import (
 )
 
 __all__ = [
-    "MLP", "Dropout", "Embedding", "KVCache", "LayerNorm", "LearnedPositionalEncoding", "Linear", "Module",
-    "ModuleList", "MultiHeadAttention", "Parameter", "RMSNorm", "RotaryEmbedding", "Sequential",
-    "SinusoidalPositionalEncoding", "SwiGLU", "TransformerBlock", "init", "padding_mask", "sinusoidal_table",
+    "GELU", "MLP", "CrossEntropyLoss", "Dropout", "Embedding", "Identity", "KVCache", "L1Loss", "LayerNorm",
+    "LearnedPositionalEncoding", "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
+    "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
+    "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init",
+    "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip

@@ -1,68 +1,184 @@
-"""The neural-network functions a transformer is made of (imported as `F`).
+"""The neural-network functions a transformer is made of (imported as `F`), with PyTorch's signatures.
 
 linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope, embedding and
 scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
 the op's docstring (gradflow/engine/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
-and in gradient.
+and in gradient. mse_loss, l1_loss and nll_loss are composed of primitive ops, as written.
 
 Each function runs `kernel(ops.X)`: the plain op ops.X itself, or the tuned kernel that replaces
 it in the fast tier (gradflow/fast, chosen by gradflow/engine/kernels.py; same numbers).
+
+PyTorch code runs as written: `F.softmax(x, dim=-1)` (or numpy's axis=), `F.layer_norm(x,
+normalized_shape, weight, bias)`, `F.scaled_dot_product_attention(q, k, v, attn_mask=None,
+dropout_p=0.0, is_causal=False, scale=None)`. Where gradflow's default differs from PyTorch's it
+says so: gelu is the tanh approximation GPT-2 uses unless approximate="none".
 """
 
 import numpy as np
 
 from gradflow.engine import ops
+from gradflow.engine.checks import spelling
+from gradflow.engine.functions import where
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.attention import allowed_keys, causal_mask  # noqa: F401  (causal_mask: part of the functional API)
 from gradflow.engine.rng import generator
 from gradflow.engine.tensor import Tensor, as_tensor
 
 
-def softmax(x, axis=-1):
-    """exp(x_i) / sum_j exp(x_j) along axis (the max is subtracted first, so 1e4 does not overflow)."""
-    return as_tensor(x).softmax(axis)
+def softmax(x, dim=None, *, axis=None):
+    """exp(x_i) / sum_j exp(x_j) along dim (the max is subtracted first, so 1e4 does not overflow).
+
+    dim (PyTorch's name) or axis (numpy's) defaults to the last axis.
+    """
+    return as_tensor(x).softmax(spelling("softmax", "axis", axis, "dim", dim, -1))
 
 
-def log_softmax(x, axis=-1):
-    """x_i - log sum_j exp(x_j) along axis."""
-    return as_tensor(x).log_softmax(axis)
+def log_softmax(x, dim=None, *, axis=None):
+    """x_i - log sum_j exp(x_j) along dim (or axis; the last by default)."""
+    return as_tensor(x).log_softmax(spelling("log_softmax", "axis", axis, "dim", dim, -1))
 
 
-def gelu(x):
-    """x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation GPT-2 uses."""
-    return kernel(ops.Gelu).apply(as_tensor(x))
+def relu(x, inplace=False):
+    """max(x, 0). inplace is accepted for PyTorch's sake and changes nothing: gradflow's ops never
+    overwrite their input (backward may need it)."""
+    return as_tensor(x).relu()
 
 
-def silu(x):
-    """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU."""
+def tanh(x):
+    """(e^x - e^-x) / (e^x + e^-x)"""
+    return as_tensor(x).tanh()
+
+
+def sigmoid(x):
+    """1 / (1 + e^-x)"""
+    return as_tensor(x).sigmoid()
+
+
+GELU_OPS = {"tanh": ops.Gelu, "none": ops.GeluErf}
+
+
+def gelu(x, approximate="tanh"):
+    """GELU, x Phi(x) with Phi the standard normal's CDF.
+
+    approximate="tanh" (gradflow's default, GPT-2's): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    approximate="none" (PyTorch's default): exactly x (1 + erf(x / sqrt(2))) / 2. The two differ by
+    at most 5e-4 (near |x| = 2); gradflow keeps the tanh form as its default because GPT-2 was
+    trained with it and it is several times faster here (numpy has no erf).
+    """
+    if approximate not in GELU_OPS:
+        raise ValueError(f'gelu: approximate must be "tanh" or "none", got {approximate!r}')
+    return kernel(GELU_OPS[approximate]).apply(as_tensor(x))
+
+
+def silu(x, inplace=False):
+    """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU; inplace changes nothing (see relu)."""
     return kernel(ops.Silu).apply(as_tensor(x))
 
 
-def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
-    """-log softmax(logits)[target] per row: logits (N, C), targets (N,) integer class ids.
+# --- losses ---------------------------------------------------------------------------------------
 
-    reduction: "mean" over the rows that count (targets == ignore_index do not), "sum", or "none"
-    for the (N,) losses. Perplexity is exp of the mean.
-    """
-    logits = as_tensor(logits)
-    targets = np.asarray(targets)
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f'cross_entropy: reduction must be "mean", "sum" or "none", got {reduction!r}')
-    if logits.ndim != 2:
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(op, reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(f'{op}: reduction must be "mean", "sum" or "none", got {reduction!r}')
+
+
+def _reduce(losses, reduction):
+    return losses.mean() if reduction == "mean" else losses.sum() if reduction == "sum" else losses
+
+
+def _pointwise_pair(op, input, target, reduction):
+    """input and target as tensors of one shape (PyTorch broadcasts them with a warning, which
+    nearly always means a bug, e.g. (N, 1) against (N,))."""
+    _check_reduction(op, reduction)
+    input, target = as_tensor(input), as_tensor(target)
+    if input.shape != target.shape:
         raise ValueError(
-            f"cross_entropy: logits must be (N, C), got shape {logits.shape}; "
-            "flatten the batch first, e.g. logits.reshape(-1, C) and targets.reshape(-1)"
+            f"{op}: input of shape {input.shape} and target of shape {target.shape} differ; "
+            f"reshape one to the other, e.g. target.view({', '.join(map(str, input.shape)) or '()'})"
         )
+    return input, target
+
+
+def mse_loss(input, target, *, reduction="mean"):
+    """(input - target)^2, averaged ("mean"), summed ("sum") or elementwise ("none");
+    d/d input = 2 (input - target) / n for the mean."""
+    input, target = _pointwise_pair("mse_loss", input, target, reduction)
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input, target, *, reduction="mean"):
+    """|input - target|, averaged, summed or elementwise; d/d input = sign(input - target) / n for the mean."""
+    input, target = _pointwise_pair("l1_loss", input, target, reduction)
+    return _reduce((input - target).abs(), reduction)
+
+
+def _class_scores(op, logits, targets, ignore_index):
+    """Scores and integer class targets as (rows, C) and (rows,), checked, and the shape of the
+    per-target losses: logits (N, C) with targets (N,), or PyTorch's (N, C, d1, ...) with classes
+    on axis 1 and targets (N, d1, ...)."""
+    logits, targets = as_tensor(logits), np.asarray(targets)
     if targets.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: targets must be integer class ids, got {targets.dtype}")
-    if targets.shape != logits.shape[:1]:
-        raise ValueError(f"cross_entropy: targets of shape {targets.shape} do not match logits of shape {logits.shape}")
+        raise TypeError(f"{op}: targets must be integer class ids, got {targets.dtype}")
+    if logits.ndim < 2:
+        raise ValueError(
+            f"{op}: logits must be (N, C), got shape {logits.shape}; "
+            "for a single example write logits.view(1, -1) with a target of shape (1,)"
+        )
+    n_classes = logits.shape[1]
+    expected = logits.shape[:1] + logits.shape[2:]  # (N,) or (N, d1, ...)
+    if logits.ndim > 2 and targets.shape != expected and targets.shape == logits.shape[:-1]:
+        c = logits.shape[-1]
+        raise ValueError(
+            f"{op}: logits must be (N, C), got shape {logits.shape} with targets of shape {targets.shape}; "
+            f"for classes on the last axis write {op}(logits.view(-1, {c}), targets.view(-1)) "
+            "(PyTorch's (N, C, d1, ...) layout has the classes on axis 1)"
+        )
+    if targets.shape != expected:
+        raise ValueError(f"{op}: targets of shape {targets.shape} do not match logits of shape {logits.shape}")
     counted = targets if ignore_index is None else targets[targets != ignore_index]
-    bad = counted[(counted < 0) | (counted >= logits.shape[1])]
+    bad = counted[(counted < 0) | (counted >= n_classes)]
     if bad.size:
-        raise IndexError(f"cross_entropy: target {bad[0]} is out of range for {logits.shape[1]} classes")
-    return kernel(ops.CrossEntropy).apply(logits, targets=targets, ignore_index=ignore_index, reduction=reduction)
+        skip = f" (targets equal to ignore_index={ignore_index} are skipped)" if bad[0] < 0 else ""
+        raise IndexError(f"{op}: target {bad[0]} is out of range for {n_classes} classes{skip}")
+    if logits.ndim > 2:  # classes last, then one row per target
+        logits = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, n_classes)
+    return logits, targets.reshape(-1), expected
+
+
+def cross_entropy(logits, targets, *, ignore_index=-100, reduction="mean"):
+    """-log softmax(logits)[target] per target: logits (N, C) and targets (N,) integer class ids,
+    or PyTorch's (N, C, d1, ...) with targets (N, d1, ...).
+
+    reduction: "mean" over the targets that count, "sum", or "none" for the losses in the targets'
+    shape. A target equal to ignore_index (PyTorch's default, -100, as padding in Hugging Face
+    labels) counts for nothing; ignore_index=None counts every target. Perplexity is exp of the mean.
+    """
+    _check_reduction("cross_entropy", reduction)
+    z, t, shape = _class_scores("cross_entropy", logits, targets, ignore_index)
+    loss = kernel(ops.CrossEntropy).apply(z, targets=t, ignore_index=ignore_index, reduction=reduction)
+    return loss.reshape(shape) if reduction == "none" else loss
+
+
+def nll_loss(log_probs, targets, *, ignore_index=-100, reduction="mean"):
+    """-log_probs[target] per target, for log-probabilities (log_softmax's output): shapes, ignore_index
+    and reduction as cross_entropy, and nll_loss(log_softmax(z, dim=1), t) == cross_entropy(z, t)."""
+    _check_reduction("nll_loss", reduction)
+    logp, t, shape = _class_scores("nll_loss", log_probs, targets, ignore_index)
+    counts = np.ones(t.shape, dtype=bool) if ignore_index is None else t != ignore_index
+    picked = logp[np.arange(len(t)), np.where(counts, t, 0)]  # an ignored row picks class 0, then counts 0
+    losses = where(counts, -picked, 0.0)
+    if reduction == "none":
+        return losses.reshape(shape)
+    if reduction == "sum":
+        return losses.sum()
+    if not counts.any():  # nothing counts: NaN, as PyTorch (and cross_entropy)
+        return losses.sum() * np.nan
+    return losses.sum() / int(counts.sum())
 
 
 def linear(x, weight, bias=None):
@@ -92,29 +208,57 @@ def rope(x, cos, sin, interleaved=False):
     return kernel(ops.Rope).apply(x, cos=cos, sin=sin, interleaved=interleaved)
 
 
-def _check_norm_param(op, name, p, x):
-    if p is not None and as_tensor(p).shape != x.shape[-1:]:
-        raise ValueError(f"{op}: {name} has shape {as_tensor(p).shape}, expected {x.shape[-1:]} for input {x.shape}")
+def _normalized_shape(op, x, normalized_shape):
+    """The trailing axes a norm runs over, as a tuple: normalized_shape (an int or a shape), or the
+    last axis when it is None."""
+    if normalized_shape is None:
+        return x.shape[-1:]
+    if isinstance(normalized_shape, (Tensor, np.ndarray)):
+        raise TypeError(
+            f"{op}: normalized_shape must be a shape such as {x.shape[-1:]}, got a tensor of shape "
+            f"{tuple(normalized_shape.shape)}; the weight comes third, as in PyTorch: "
+            f"F.{op}(x, x.shape[-1:], weight, bias)"
+        )
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    if not shape or shape != x.shape[len(x.shape) - len(shape) :]:
+        raise ValueError(f"{op}: normalized_shape {shape} is not the last axes of the input's shape {x.shape}")
+    return shape
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
+def _check_norm_param(op, name, p, shape, x):
+    if p is not None and as_tensor(p).shape != shape:
+        raise ValueError(f"{op}: {name} has shape {as_tensor(p).shape}, expected {shape} for input {x.shape}")
+
+
+def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias, mean and var over the last len(normalized_shape)
+    axes (PyTorch's signature; normalized_shape None means the last axis).
+
+    Normalizing over several trailing axes is normalizing over one axis that holds all of them, so
+    those axes are viewed as one for the op, and weight and bias flattened alike.
+    """
     x = as_tensor(x)
-    _check_norm_param("layer_norm", "weight", weight, x)
-    _check_norm_param("layer_norm", "bias", bias, x)
-    return kernel(ops.LayerNorm).apply(x, weight, bias, eps=eps)
+    shape = _normalized_shape("layer_norm", x, normalized_shape)
+    _check_norm_param("layer_norm", "weight", weight, shape, x)
+    _check_norm_param("layer_norm", "bias", bias, shape, x)
+    if len(shape) == 1:
+        return kernel(ops.LayerNorm).apply(x, weight, bias, eps=eps)
+    rows = x.reshape(*x.shape[: x.ndim - len(shape)], -1)
+    weight, bias = (None if p is None else as_tensor(p).reshape(-1) for p in (weight, bias))
+    return kernel(ops.LayerNorm).apply(rows, weight, bias, eps=eps).reshape(*x.shape)
 
 
 def rms_norm(x, weight=None, eps=1e-6):
     """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
     x = as_tensor(x)
-    _check_norm_param("rms_norm", "weight", weight, x)
+    _check_norm_param("rms_norm", "weight", weight, x.shape[-1:], x)
     return kernel(ops.RMSNorm).apply(x, weight, eps=eps)
 
 
-def dropout(x, p, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p), so the expected value is
-    unchanged; the identity when not training (or p = 0)."""
+    unchanged; the identity when not training (or p = 0). p defaults to PyTorch's 0.5; inplace
+    changes nothing (see relu)."""
     x = as_tensor(x)
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
@@ -136,8 +280,8 @@ def embedding(ids, weight):
     return kernel(ops.Embedding).apply(weight, ids=ids)
 
 
-def _attention_mask(q, k, v, mask):
-    """Check q, k, v and the mask; returns the mask as a boolean array `allowed` (or None)."""
+def _attention_shapes(q, k, v):
+    """Check q, k, v; returns the scores' shape (..., Tq, Tk)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim < 2:
             raise ValueError(f"attention: {name} must be (..., T, d), got shape {t.shape}")
@@ -151,41 +295,91 @@ def _attention_mask(q, k, v, mask):
         raise ValueError(
             f"attention: batch dimensions of q {q.shape}, k {k.shape} and v {v.shape} cannot be broadcast"
         ) from None
-    tq, tk = q.shape[-2], k.shape[-2]
-    allowed = None
-    if mask is not None:
-        allowed = np.asarray(mask)
-        if allowed.dtype != bool:
-            raise TypeError(f"attention: mask must be boolean (True = may attend), got {allowed.dtype}")
-        try:
-            np.broadcast_shapes(allowed.shape, batch + (tq, tk))
-        except ValueError:
-            raise ValueError(
-                f"attention: mask of shape {allowed.shape} does not broadcast to the scores' shape {batch + (tq, tk)}"
-            ) from None
-    return allowed, batch + (tq, tk)
+    return batch + (q.shape[-2], k.shape[-2])
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, dropout_p=0.0):
-    """softmax(q k^T / sqrt(d) masked) v on (..., T, d) inputs.
+def _check_mask_shape(name, mask, scores_shape):
+    try:
+        np.broadcast_shapes(mask.shape, scores_shape)
+    except ValueError:
+        raise ValueError(
+            f"attention: {name} of shape {mask.shape} does not broadcast to the scores' shape {scores_shape}"
+        ) from None
 
-    mask: boolean, broadcastable to (..., Tq, Tk), True = may attend (PyTorch's convention).
-    causal: also forbid attending to later positions. A query with nothing to attend to gets zeros.
-    dropout_p: drop attention weights with this probability (scaling the rest by 1/(1-p)).
+
+def _boolean_mask(mask, scores_shape):
+    """gradflow's mask=: boolean only, True = may attend."""
+    allowed = np.asarray(mask)
+    if allowed.dtype != bool:
+        raise TypeError(
+            f"attention: mask must be boolean (True = may attend), got {allowed.dtype}; "
+            "a float mask added to the scores is PyTorch's attn_mask="
+        )
+    _check_mask_shape("mask", allowed, scores_shape)
+    return allowed
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *, mask=None, causal=False
+):
+    """softmax(q k^T * scale + mask) v on (..., T, d) inputs, with PyTorch's signature and meaning.
+
+    attn_mask (PyTorch's), broadcastable to (..., Tq, Tk): boolean, True = may attend; or float,
+      added to the scores (-inf forbids; a learned bias gets its gradient).
+    mask (gradflow's name): the boolean kind only.
+    is_causal (PyTorch's): query i attends to keys 0..i, counted from the first key.
+    causal (gradflow's): the Tq queries are the last Tq of the Tk positions, as when decoding with a
+      KV cache: query i attends to keys 0..i + Tk - Tq. With Tq == Tk the two are the same.
+    scale: multiplies q k^T, by default 1 / sqrt(d).
+    dropout_p: drop attention weights with this probability (scaling the rest by 1/(1-p)), drawn
+      from gradflow's generator (gf.manual_seed).
+    A query with nothing to attend to gets zeros (PyTorch gives zeros too).
     """
-    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
-    allowed, scores_shape = _attention_mask(q, k, v, mask)
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    scores_shape = _attention_shapes(q, k, v)
+    if mask is not None and attn_mask is not None:
+        raise TypeError("attention: give mask= (gradflow's name) or attn_mask= (PyTorch's), not both")
+    if causal and is_causal:
+        raise TypeError(
+            "attention: give causal= (queries are the last positions, as with a KV cache) "
+            "or is_causal= (PyTorch's: query i sees keys 0..i), not both"
+        )
     if not 0 <= dropout_p < 1:
         raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    allowed = bias = None
+    if mask is not None:
+        allowed = _boolean_mask(mask, scores_shape)
+    elif attn_mask is not None:
+        array = np.asarray(attn_mask)  # a Tensor's array, or the data as given
+        if array.dtype.kind not in "bf":
+            raise TypeError(
+                "attention: attn_mask must be boolean (True = may attend) or floating-point (added to "
+                f"the scores), got {array.dtype}"
+            )
+        _check_mask_shape("attn_mask", array, scores_shape)
+        if array.dtype.kind == "b":
+            allowed = array
+        else:
+            bias = attn_mask if isinstance(attn_mask, Tensor) else Tensor(array.astype(q.dtype))
+    tq, tk = scores_shape[-2:]
+    if is_causal and tq == tk:
+        causal = True
+    elif is_causal:  # aligned at the first key, unlike `causal`
+        first_keys = np.tri(tq, tk, dtype=bool)
+        allowed = first_keys if allowed is None else allowed & first_keys
     drop = None
     if dropout_p > 0:
         drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
-    return kernel(ops.ScaledDotProductAttention).apply(q, k, v, allowed=allowed, causal=causal, scale=scale, drop=drop)
+    params = dict(allowed=allowed, causal=causal, scale=scale, drop=drop)
+    if bias is None:
+        return kernel(ops.ScaledDotProductAttention).apply(q, k, v, **params)
+    return ops.ScaledDotProductAttention.apply(q, k, v, bias, **params)  # the fast kernel has no additive mask
 
 
 def attention_weights(q, k, mask=None, causal=False, scale=None):
     """The (..., Tq, Tk) weights softmax(q k^T / sqrt(d) masked) as a Tensor outside the graph: for pictures."""
     q, k = as_tensor(q), as_tensor(k)
-    allowed, shape = _attention_mask(q, k, k, mask)
+    shape = _attention_shapes(q, k, k)
+    allowed = None if mask is None else _boolean_mask(mask, shape)
     weights = ops.attention.softmax_of_scores(q.data, k.data, allowed_keys(allowed, causal, *shape[-2:]), scale)
     return Tensor._make(weights, False, None)

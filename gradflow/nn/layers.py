@@ -45,19 +45,22 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; weight starts at 1, bias at 0."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing axes normalized_shape (an int:
+    the last axis), as PyTorch's; weight starts at 1, bias at 0, both absent without elementwise_affine."""
 
-    def __init__(self, dim, eps=1e-5, bias=True, dtype=None):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = init.ones_(init.parameter(dim, dtype=dtype))
-        self.bias = init.parameter(dim, dtype=dtype) if bias else None
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.weight = init.ones_(init.parameter(*shape, dtype=dtype)) if elementwise_affine else None
+        self.bias = init.parameter(*shape, dtype=dtype) if elementwise_affine and bias else None
 
     def forward(self, x):
-        return F.layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.dim}, eps={self.eps}"
+        shape = self.normalized_shape[0] if len(self.normalized_shape) == 1 else self.normalized_shape
+        return f"{shape}, eps={self.eps}"
 
 
 class RMSNorm(Module):
@@ -76,9 +79,10 @@ class RMSNorm(Module):
 
 
 class Dropout(Module):
-    """Zeroes elements with probability p while training (scaling the rest by 1/(1-p)); identity in eval."""
+    """Zeroes elements with probability p while training (scaling the rest by 1/(1-p)); identity in eval.
+    p defaults to PyTorch's 0.5; inplace changes nothing (see F.relu)."""
 
-    def __init__(self, p=0.0):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0 <= p < 1:
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")

@@ -22,9 +22,7 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}: unknown options {sorted(unknown)} in a parameter group")
             self.param_groups.append({**defaults, **group, "params": list(group["params"])})
         seen = set()
-        for p in self.parameters():
-            if not p.requires_grad:
-                raise ValueError(f"{type(self).__name__}: a parameter of shape {p.shape} does not require grad")
+        for p in self.parameters():  # a frozen one (requires_grad False) is kept and skipped, as in PyTorch
             if id(p) in seen:  # it would be updated twice per step, and its state would be shared
                 raise ValueError(
                     f"{type(self).__name__}: a parameter of shape {p.shape} appears twice in the parameter list"
@@ -35,9 +33,12 @@ class Optimizer:
     def parameters(self):
         return [p for group in self.param_groups for p in group["params"]]
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
+        """Forget the gradients: p.grad = None (PyTorch's default since 2.0: the next backward writes
+        the gradient instead of adding to zeros, and step() skips a parameter that got none), or
+        zeros with set_to_none=False."""
         for p in self.parameters():
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     def step(self):
         """Update every parameter that has a gradient, in place (p.in_place() counts the update, so a

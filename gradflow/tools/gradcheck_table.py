@@ -163,9 +163,12 @@ CASES = [
     *_cases("cross_entropy none", lambda z: F.cross_entropy(z, TARGETS, reduction="none"), ((5, 6),)),
     *_cases("cross_entropy ignore_index", lambda z: F.cross_entropy(z, TARGETS, ignore_index=2), ((5, 6),)),
     *_cases("cross_entropy", lambda z: F.cross_entropy(z, TARGETS), ((5, 6),), transposed=True),
-    *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w, b), ((3, 5), (5,), (5,)), ((2, 3, 4), (4,), (4,))),
+    *_cases(
+        "layer_norm", lambda x, w, b: F.layer_norm(x, w.shape, w, b), ((3, 5), (5,), (5,)), ((2, 3, 4), (4,), (4,))
+    ),
     *_cases("layer_norm no affine", lambda x: F.layer_norm(x), ((3, 5),)),
-    *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w, b), ((4, 3), (3,), (3,)), transposed=True),
+    *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w.shape, w, b), ((4, 3), (3,), (3,)), transposed=True),
+    *_cases("layer_norm two axes", lambda x, w, b: F.layer_norm(x, (3, 4), w, b), ((2, 3, 4), (3, 4), (3, 4))),
     *_cases("rms_norm", lambda x, w: F.rms_norm(x, w), ((3, 5), (5,)), ((2, 3, 4), (4,))),
     *_cases("rms_norm no weight", lambda x: F.rms_norm(x), ((3, 5),)),
     *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,))),
@@ -175,6 +178,25 @@ CASES = [
     *_cases("rope interleaved", lambda x: F.rope(x, COS, SIN, interleaved=True), ((2, 3, 4),)),
     *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), transposed=True),
     *_cases("F.gelu", lambda x: F.gelu(x), ((3, 4),)),
+    *_cases("F.gelu approximate=none", lambda x: F.gelu(x, approximate="none"), *UNARY_SHAPES),
+    *_cases("F.relu", lambda x: F.relu(x), ((3, 4),)),
+    *_cases("F.tanh", lambda x: F.tanh(x), ((3, 4),)),
+    *_cases("F.sigmoid", lambda x: F.sigmoid(x), ((3, 4),)),
+    *_cases("F.softmax dim=0", lambda x: F.softmax(x, dim=0), ((3, 5),)),
+    *_cases("F.log_softmax dim=1", lambda x: F.log_softmax(x, dim=1), ((2, 3, 4),)),
+    *_cases("mse_loss", lambda a, b: F.mse_loss(a, b), ((3, 4), (3, 4)), ((), ())),
+    *_cases("mse_loss sum", lambda a, b: F.mse_loss(a, b, reduction="sum"), ((3, 4), (3, 4))),
+    *_cases("mse_loss none", lambda a, b: F.mse_loss(a, b, reduction="none"), ((3, 4), (3, 4))),
+    *_cases("l1_loss", lambda a, b: F.l1_loss(a, b), ((3, 4), (3, 4))),
+    *_cases("nll_loss", lambda z: F.nll_loss(z, TARGETS), ((5, 6),)),
+    *_cases(
+        "nll_loss ignore_index none", lambda z: F.nll_loss(z, TARGETS, ignore_index=2, reduction="none"), ((5, 6),)
+    ),
+    *_cases(
+        "cross_entropy classes on axis 1",
+        lambda z: F.cross_entropy(z, np.array([[0, 3, 1], [2, 2, -100]])),
+        ((2, 4, 3),),
+    ),
     *_cases("F.silu", lambda x: F.silu(x), ((3, 4),)),
     *_cases("dropout", _dropout, ((4, 5),)),
     *_cases("embedding", lambda w: F.embedding(IDS, w), ((5, 3),)),
@@ -196,6 +218,21 @@ CASES = [
         ((3, 2), (3, 2), (3, 2)),
     ),
     *_cases("attention dropout", _attention_dropout, ((2, 3, 4), (2, 5, 4), (2, 5, 3))),
+    *_cases(
+        "attention float attn_mask",
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        ((2, 3, 4), (2, 5, 4), (2, 5, 3), (3, 5)),  # the additive mask is learned here, shared by the batch
+    ),
+    *_cases(
+        "attention -inf attn_mask",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=np.where(NO_KEYS, 0.0, -np.inf)),
+        ((3, 2), (3, 2), (3, 2)),
+    ),
+    *_cases(
+        "attention is_causal",  # PyTorch's: query i sees keys 0..i, counted from the first key
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        ((2, 4, 3), (2, 6, 3), (2, 6, 3)),
+    ),
     *_cases(
         "attention shared kv heads",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),

@@ -12,6 +12,7 @@ from gradflow.engine.ops.elementwise import (
     Div,
     Exp,
     Gelu,
+    GeluErf,
     Log,
     Maximum,
     Minimum,
@@ -37,7 +38,7 @@ from gradflow.engine.ops.shape import Cat, Expand, Permute, Reshape, Stack
 from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
-    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Embedding", "Exp", "Expand", "Gelu", "Index",
+    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Embedding", "Exp", "Expand", "Gelu", "GeluErf", "Index",
     "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
     "Mean", "Min", "Minimum", "Mul", "Neg", "Permute", "Pow", "RMSNorm", "Relu", "Reshape",
     "Rope", "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",

@@ -246,6 +246,39 @@ class Gelu(Function):
         return grad * (h + x * dh_dx)
 
 
+def erf(x):
+    """erf(x) = 2/sqrt(pi) * integral from 0 to x of e^(-t^2) dt, elementwise, to float64 accuracy.
+
+    numpy has no erf; math.erf (the C library's) is correct to the last bit of a float64, one
+    Python call per element: about 6 times as slow as GELU's tanh form on a (12, 64, 512) array.
+    """
+    return np.fromiter(map(math.erf, x.ravel().tolist()), np.float64, x.size).reshape(x.shape)
+
+
+SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+class GeluErf(Function):
+    """GELU, exact (PyTorch's default, approximate="none"):  y = x Phi(x),
+    Phi(x) = (1 + erf(x / sqrt(2))) / 2, the standard normal's cumulative distribution.
+
+    Phi' = phi, the normal density phi(x) = exp(-x^2 / 2) / sqrt(2 pi), so by the product rule
+      dL/dx = g * (Phi(x) + x phi(x)).
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        cdf = ((1 + erf(x / math.sqrt(2))) / 2).astype(x.dtype)  # Phi(x)
+        ctx.save_for_backward(x, cdf)
+        return x * cdf
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, cdf = ctx.saved_tensors
+        pdf = np.exp(-x * x / 2) / SQRT_2PI  # phi(x)
+        return grad * (cdf + x * pdf)
+
+
 class Silu(Function):
     """SiLU (Swish with beta = 1):  y = x sigmoid(x);  dy/dx = s (1 + x (1 - s)),  s = sigmoid(x)"""
 

@@ -1,0 +1,90 @@
+"""Activation functions as Modules, for nn.Sequential and PyTorch-style model code: each is one call to F.
+
+They hold no parameters; `nn.GELU()` is GPT-2's tanh form, as F.gelu (approximate="none" gives
+PyTorch's default, the exact erf form).
+"""
+
+from gradflow.engine.checks import spelling
+from gradflow.nn import functional as F
+from gradflow.nn.module import Module
+
+
+class Identity(Module):
+    """y = x (arguments to the constructor are accepted and ignored, as PyTorch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class ReLU(Module):
+    """y = max(x, 0)"""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return F.relu(x)
+
+
+class GELU(Module):
+    """y = x Phi(x): approximate="tanh" (gradflow's default, GPT-2's) or "none" (exact, PyTorch's default)."""
+
+    def __init__(self, approximate="tanh"):
+        super().__init__()
+        if approximate not in F.GELU_OPS:
+            raise ValueError(f'GELU: approximate must be "tanh" or "none", got {approximate!r}')
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """y = x sigmoid(x)"""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return F.silu(x)
+
+
+class Tanh(Module):
+    """y = tanh(x)"""
+
+    def forward(self, x):
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    """y = 1 / (1 + e^-x)"""
+
+    def forward(self, x):
+        return F.sigmoid(x)
+
+
+class Softmax(Module):
+    """y = softmax(x) along dim (PyTorch's name) or axis (numpy's), by default the last axis."""
+
+    def __init__(self, dim=None, *, axis=None):
+        super().__init__()
+        self.dim = spelling("Softmax", "axis", axis, "dim", dim, -1)
+
+    def forward(self, x):
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """y = log softmax(x) along dim (or axis), by default the last axis."""
+
+    def forward(self, x):
+        return F.log_softmax(x, self.dim)
