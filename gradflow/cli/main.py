@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from gradflow.cli import generate, gradcheck, graph, train
+from gradflow.cli import export, generate, gradcheck, graph, train
 from gradflow.training.data_parallel import WorkerError
 from gradflow.version import __version__
 
@@ -35,7 +35,7 @@ def main(argv=None):
     parser = Parser(prog="gradflow", description="gradflow: an autograd engine you can read, check and train with.")
     parser.add_argument("--version", action="version", version=f"gradflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command")
-    for command in (train, generate, graph, gradcheck):
+    for command in (train, generate, graph, gradcheck, export):
         command.add_command(sub)
     args, extra = parser.parse_known_args(argv)
     if extra:  # named with the command they were given to
