@@ -18,23 +18,40 @@ from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
 from gradflow.engine.creation import (
     arange,
+    from_numpy,
     full,
     full_like,
+    multinomial,
     ones,
     ones_like,
     rand,
     rand_like,
+    randint,
     randn,
     randn_like,
     tensor,
     zeros,
     zeros_like,
 )
-from gradflow.engine.dtype import get_default_dtype, set_default_dtype
-from gradflow.engine.functions import cat, maximum, minimum, split, stack, tril, triu, where
+from gradflow.engine.dtype import bool_, float32, float64, get_default_dtype, int32, int64, set_default_dtype
+from gradflow.engine.functions import (
+    argmax,
+    argmin,
+    cat,
+    maximum,
+    minimum,
+    numel,
+    split,
+    stack,
+    topk,
+    tril,
+    triu,
+    where,
+)
 from gradflow.engine.gradcheck import GradcheckError, gradcheck, numerical_grad
 from gradflow.engine.kernels import kernels_in_use, use_kernels
 from gradflow.engine.rng import get_rng_state, manual_seed, set_rng_state
+from gradflow.engine.serialize import load, save
 from gradflow.engine.tensor import Tensor, matmul
 from gradflow.nn import functional
 from gradflow.tools.graph import draw_graph
@@ -43,11 +60,20 @@ from gradflow.version import __version__
 
 kernels.offer(fast.REPLACES)  # the engine runs on its own; the fast tier plugs its kernels in
 
+# PyTorch's names of the dtypes, so that `dtype=torch.long` reads the same here (numpy's names above)
+float = float32
+double = float64
+long = int64
+int = int32
+bool = bool_
+
 __all__ = [
-    "__version__", "AnomalyError", "arange", "autograd", "cat", "detect_anomaly", "draw_graph", "enable_grad",
-    "full", "full_like", "Function", "functional", "get_default_dtype", "get_rng_state", "gradcheck",
-    "GradcheckError", "is_grad_enabled", "kernels_in_use", "manual_seed", "matmul", "maximum", "minimum", "nn",
-    "no_grad", "numerical_grad", "ones", "ones_like", "ops", "optim", "profile", "rand", "rand_like", "randn",
-    "randn_like", "set_default_dtype", "set_rng_state", "split", "stack", "Tensor", "tensor", "tril", "triu",
-    "use_kernels", "where", "zeros", "zeros_like",
+    "__version__", "AnomalyError", "arange", "argmax", "argmin", "autograd", "bool", "cat", "detect_anomaly",
+    "double", "draw_graph", "enable_grad", "float", "float32", "float64", "from_numpy", "full", "full_like",
+    "Function", "functional", "get_default_dtype", "get_rng_state", "gradcheck", "GradcheckError", "int",
+    "int32", "int64", "is_grad_enabled", "kernels_in_use", "load", "long", "manual_seed", "matmul", "maximum",
+    "minimum", "multinomial", "nn", "no_grad", "numel", "numerical_grad", "ones", "ones_like", "ops", "optim",
+    "profile", "rand", "rand_like", "randint", "randn", "randn_like", "save", "set_default_dtype",
+    "set_rng_state", "split", "stack", "Tensor", "tensor", "topk", "tril", "triu", "use_kernels", "where",
+    "zeros", "zeros_like",
 ]  # fmt: skip

@@ -13,6 +13,7 @@ add sub mul div pow radd rsub rmul rtruediv rpow neg matmul exp log sqrt rsqrt a
 relu gelu silu maximum minimum clip sum mean var max min logsumexp softmax log_softmax reshape
 permute transpose swapaxes T squeeze unsqueeze expand index masked_fill where tril triu cat stack
 split cross_entropy layer_norm rms_norm F.gelu F.silu dropout embedding attention gf.maximum linear rope
+clone contiguous view flatten chunk repeat topk clamp double to type_as
 F.relu F.tanh F.sigmoid F.softmax F.log_softmax mse_loss l1_loss nll_loss
 """.split()
 

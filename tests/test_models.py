@@ -36,7 +36,7 @@ def test_smollm2_135m_parameter_count():
 def test_counting_a_built_model_agrees_with_counting_its_config(name):
     model = TINY[name]()
     assert type(model).count_parameters(model.config) == model.num_parameters()
-    assert model.num_parameters() == sum(p.size for p in model.parameters())
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", TINY)

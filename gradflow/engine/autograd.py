@@ -116,6 +116,7 @@ class Function:
     """
 
     name = None  # how errors and graph drawings call the op; defaults to the class name in snake_case
+    casts = False  # True for an op whose purpose is its output's dtype (Cast): exempt from _keep_dtype
     _saved = ()
     _saved_versions = ()  # (input index, input, its version) for each input whose memory forward saved
     _freed = False
@@ -172,11 +173,16 @@ class Function:
             raise _op_error(cls.name, e, tensors) from None
         if _profiler:
             _profiler.record(cls.name, "forward", time.perf_counter() - start)
-        out = _keep_dtype(out if type(out) is np.ndarray else np.asarray(out), arrays)
+        out = out if type(out) is np.ndarray else np.asarray(out)
+        if not cls.casts:
+            out = _keep_dtype(out, arrays)
         if _anomaly:
             anomaly.check_forward(ctx, out, tensors, params)
         if not ctx._recording:
-            return Tensor._make(out, requires_grad=False, grad_fn=None)
+            result = Tensor._make(out, requires_grad=False, grad_fn=None)
+            if out.base is not None:  # a view counts in-place changes in its base's version, as with a graph
+                result._base = _viewed(out, tensors, arrays)
+            return result
         ctx.inputs = tensors
         ctx.params = params
         ctx.scope = _scope
@@ -217,6 +223,8 @@ def _guard_saved(ctx, arrays, out):
     backward computes with the saved arrays, so they must still hold the forward pass's values:
     each saved input's version is remembered, for backward to compare (an optimizer's in-place
     update raises it), and writes through `.data` are refused while this node lives (Tensor.data).
+    A saved output's version is remembered too, through a weak reference: the node must not keep
+    its own output alive, and once nothing holds the output nothing can write into it.
     """
     saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
     versions = []
@@ -226,6 +234,7 @@ def _guard_saved(ctx, arrays, out):
             t._hold(ctx, i)
     if any(_same_memory(s, out._data) for s in saved):  # softmax and exp save their output
         out._hold(ctx, None)
+        versions.append((None, weakref.ref(out), out.version))
     ctx._saved_versions = tuple(versions)
 
 
@@ -320,7 +329,7 @@ def backward(root, grad=None, retain_graph=False):
             "create its inputs with requires_grad=True (and outside no_grad)"
         )
     if grad is None:
-        if root.size != 1:
+        if root.numel() != 1:
             raise ValueError(
                 f"backward: the gradient can only be implied for a one-element output, "
                 f"this one has shape {root.shape}: pass grad= of that shape, or reduce it first (e.g. .sum())"
@@ -350,9 +359,11 @@ def backward(root, grad=None, retain_graph=False):
                 "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
             )
         for i, t, version in node._saved_versions:
-            if t.version != version:
+            t = t() if i is None else t  # the output, weakly held (see _guard_saved)
+            if t is not None and t.version != version:
+                role = "output" if i is None else f"input {i}"
                 raise RuntimeError(
-                    f"backward: {node.name}'s saved input {i} ({describe(t, node.scope)}) was modified in place "
+                    f"backward: {node.name}'s saved {role} ({describe(t, node.scope)}) was modified in place "
                     f"after the forward pass (version {version}, now {t.version}); backward needs the values the "
                     "forward pass used: run the forward pass again after changing them (optimizer.step() "
                     "changes every parameter)"

@@ -65,3 +65,15 @@ def spelling(op, numpy_name, numpy_value, torch_name, torch_value, default):
     if numpy_value is not None:
         return numpy_value
     return default if torch_value is None else torch_value
+
+
+def check_mask(op, mask, value, shape):
+    """mask as a boolean array that broadcasts to shape, with value a number (masked_fill and its in-place form)."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(f"{op}: mask must be boolean, got {mask.dtype}")
+    if np.ndim(value) != 0:
+        raise TypeError(f"{op}: value must be a number, got {type(value).__name__}")
+    if broadcast_shape(op, mask.shape, shape) != shape:
+        raise ValueError(f"{op}: mask of shape {mask.shape} does not broadcast to the tensor's {shape}")
+    return mask

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from gradflow.engine.dtype import get_default_dtype
+from gradflow.engine.dtype import get_default_dtype, int64
 from gradflow.engine.rng import generator
 from gradflow.engine.tensor import Tensor, _shape_arg
 
@@ -10,6 +10,15 @@ from gradflow.engine.tensor import Tensor, _shape_arg
 def tensor(data, requires_grad=False, dtype=None):
     """A new leaf tensor holding a copy of data (floats become the default dtype unless data is a numpy array)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+def from_numpy(array):
+    """A tensor of array's own memory, as PyTorch's from_numpy: a write into one shows in the other."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"from_numpy: cannot make a tensor of {array.dtype} data")
+    return Tensor._make(array, False, None)
 
 
 def _float(dtype):
@@ -79,3 +88,42 @@ def randn_like(x, dtype=None, requires_grad=False):
 
 def rand_like(x, dtype=None, requires_grad=False):
     return _like(rand, x, dtype, requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None):
+    """Integers drawn uniformly from [low, high), int64: randint(low, high, size), or randint(high, size)
+    from [0, high), as PyTorch's."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: give the shape to draw, e.g. gf.randint(0, 10, (3,))")
+    if not low < high:
+        raise ValueError(f"randint: low {low} must be less than high {high}")
+    return Tensor(generator().integers(low, high, _shape((size,))), dtype=int64 if dtype is None else dtype)
+
+
+def multinomial(probs, num_samples, replacement=False):
+    """num_samples category indices drawn from each row of probs (weights: non-negative, not necessarily
+    summing to 1), as PyTorch's multinomial: int64 of shape (num_samples,), or (rows, num_samples) for 2-D
+    probs. Without replacement each category is drawn at most once per row. Draws from gradflow's generator.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim not in (1, 2) or p.shape[-1] == 0:
+        raise ValueError(f"multinomial: probs must be a vector or rows of weights, got shape {p.shape}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
+    if not (np.isfinite(p).all() and (p >= 0).all()):
+        raise ValueError("multinomial: probs must be finite and non-negative")
+    rows = p.reshape(-1, p.shape[-1])
+    nonzero = np.count_nonzero(rows, axis=-1)
+    if (nonzero == 0).any():
+        raise ValueError("multinomial: a row of probs is all zeros: there is nothing to draw")
+    if not replacement and num_samples > nonzero.min():
+        raise ValueError(
+            f"multinomial: cannot draw {num_samples} samples without replacement from a row with "
+            f"{nonzero.min()} nonzero weights (pass replacement=True to draw one more than once)"
+        )
+    draws = [generator().choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows]
+    return Tensor(np.array(draws, dtype=np.int64).reshape(p.shape[:-1] + (num_samples,)))

@@ -1,12 +1,22 @@
-"""The default floating-point dtype.
+"""The dtypes a tensor holds, by name, and the default floating-point dtype.
 
-Python numbers and lists become tensors of this dtype (float32 unless changed); a numpy array
-keeps its own dtype, as `torch.tensor` does. Gradients are only defined for float32 and float64.
+Python numbers and lists become tensors of the default dtype (float32 unless changed); a numpy
+array keeps its own dtype, as `torch.tensor` does. Gradients are only defined for float32 and
+float64; integer tensors hold token ids and bool tensors masks. The names are numpy dtypes, so
+`gf.zeros(3, dtype=gf.long)` and `np.zeros(3, dtype=gf.long)` mean the same; gradflow exports
+PyTorch's aliases of them too (gf.float is float32, gf.double float64, gf.long int64, gf.int int32).
+There is no float16: numpy computes it slowly and gradients in it are not checked here.
 """
 
 import numpy as np
 
-FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+
+FLOAT_DTYPES = (float32, float64)
 
 _default = np.dtype(np.float32)
 
@@ -27,3 +37,14 @@ def get_default_dtype():
 
 def is_float(dtype):
     return np.dtype(dtype).kind == "f"
+
+
+def as_dtype(op, dtype):
+    """dtype as a numpy dtype a tensor may hold (float32, float64, an integer type or bool), or a clear error."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype; use gf.float32, gf.float64, gf.int64, gf.bool, ...") from None
+    if dtype.kind not in "biu" and dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: gradflow's tensors hold float32, float64, integers or bool, not {dtype}")
+    return dtype

@@ -1,9 +1,13 @@
-"""Functions of several tensors: where, cat, stack, split, maximum, minimum, tril, triu."""
+"""Functions of tensors: where, cat, stack, split, maximum, minimum, tril, triu, and the Tensor methods
+PyTorch also spells as functions (torch.topk(x, k) is x.topk(k)): topk, argmax, argmin, numel.
+
+Where a function takes an axis, numpy's axis= and PyTorch's dim= are both accepted (not both at once).
+"""
 
 import numpy as np
 
 from gradflow.engine import ops
-from gradflow.engine.checks import broadcast_shape, normalize_axis
+from gradflow.engine.checks import broadcast_shape, normalize_axis, spelling
 from gradflow.engine.tensor import Tensor, _binary, _lift, as_tensor
 
 
@@ -24,11 +28,11 @@ def _check_joinable(op, tensors):
     return [as_tensor(t) for t in tensors]
 
 
-def cat(tensors, axis=0):
-    """Join tensors along an existing axis; all other sizes must agree."""
+def cat(tensors, axis=None, *, dim=None):
+    """Join tensors along an existing axis (0 by default); all other sizes must agree."""
     tensors = _check_joinable("cat", tensors)
     first = tensors[0].shape
-    axis = normalize_axis("cat", axis, first)
+    axis = normalize_axis("cat", spelling("cat", "axis", axis, "dim", dim, 0), first)
     for i, t in enumerate(tensors):
         if t.ndim != len(first) or any(n != m for j, (n, m) in enumerate(zip(t.shape, first)) if j != axis):
             shapes = ", ".join(str(t.shape) for t in tensors)
@@ -38,32 +42,40 @@ def cat(tensors, axis=0):
     return ops.Cat.apply(*tensors, axis=axis)
 
 
-def stack(tensors, axis=0):
-    """Join equally shaped tensors along a new axis."""
+def stack(tensors, axis=None, *, dim=None):
+    """Join equally shaped tensors along a new axis (0 by default)."""
     tensors = _check_joinable("stack", tensors)
     first = tensors[0].shape
-    axis = normalize_axis("stack", axis, (None,) * (len(first) + 1))
+    axis = normalize_axis("stack", spelling("stack", "axis", axis, "dim", dim, 0), (None,) * (len(first) + 1))
     for i, t in enumerate(tensors):
         if t.shape != first:
             raise ValueError(f"stack: tensor {i} has shape {t.shape}, but tensor 0 has shape {first}")
     return ops.Stack.apply(*tensors, axis=axis)
 
 
-def split(x, size_or_sizes, axis=0):
-    """Cut x along axis into pieces of `size` (the last may be smaller) or of the listed sizes."""
-    axis = normalize_axis("split", axis, x.shape)
-    n = x.shape[axis]
-    if isinstance(size_or_sizes, (int, np.integer)):
-        if size_or_sizes <= 0:
-            raise ValueError(f"split: size must be positive, got {size_or_sizes}")
-        sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)]
-    else:
-        sizes = list(size_or_sizes)
-        if sum(sizes) != n or any(s < 0 for s in sizes):
-            raise ValueError(f"split: sizes {sizes} do not add up to {n}, the size of axis {axis} of shape {x.shape}")
-    starts = np.cumsum([0] + sizes[:-1])
-    lead = (slice(None),) * axis
-    return [x[lead + (slice(int(s), int(s) + size),)] for s, size in zip(starts, sizes)]
+def split(x, size_or_sizes, axis=None, *, dim=None):
+    """Cut x along axis (0 by default) into pieces of `size` (the last may be smaller) or of the listed sizes."""
+    return as_tensor(x).split(size_or_sizes, axis, dim=dim)
+
+
+def topk(x, k, axis=None, largest=True, sorted=True, *, dim=None):
+    """(values, indices) of the k largest elements along axis (the last by default): x.topk(k)."""
+    return as_tensor(x).topk(k, axis, largest, sorted, dim=dim)
+
+
+def argmax(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """Positions of the largest values along axis (of all elements for None): x.argmax(axis)."""
+    return as_tensor(x).argmax(axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+def argmin(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """Positions of the smallest values along axis (of all elements for None): x.argmin(axis)."""
+    return as_tensor(x).argmin(axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+def numel(x):
+    """How many numbers x holds: x.numel()."""
+    return as_tensor(x).numel()
 
 
 def maximum(a, b):

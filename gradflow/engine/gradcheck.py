@@ -50,7 +50,7 @@ def numerical_grad(fn, *inputs, eps=1e-6, grad_output=None):
     with no_grad():
         if grad_output is None:
             y = _output(fn, xs)
-            if y.size != 1:
+            if y.numel() != 1:
                 raise ValueError(f"numerical_grad: fn returns shape {y.shape}: pass grad_output= of that shape")
             grad_output = np.ones(y.shape)
         u = np.asarray(grad_output, dtype=np.float64)

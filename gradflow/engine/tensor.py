@@ -7,13 +7,26 @@ Every operator and method here only checks its arguments and calls one op's `app
 
 import math
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
 from gradflow.engine import autograd, ops
-from gradflow.engine.checks import broadcast_shape, normalize_axes, normalize_axis
-from gradflow.engine.dtype import FLOAT_DTYPES, get_default_dtype, is_float
+from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, spelling
+from gradflow.engine.dtype import (
+    FLOAT_DTYPES,
+    as_dtype,
+    bool_,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    is_float,
+)
+from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
+from gradflow.engine.ops.shape import Cast, Copy
 
 
 def as_array(data, dtype=None):
@@ -63,13 +76,13 @@ def _binary(op, a, b):
     return op.apply(a, b)
 
 
-def _shape_arg(shape):
+def _shape_arg(shape, op=None):
     """Accept both x.reshape(2, 3) and x.reshape((2, 3))."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for n in shape:
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-            raise TypeError(f"shape entries must be ints, got {shape!r}")
+            raise TypeError(f"{op + ': ' if op else ''}shape entries must be ints, got {shape!r}")
     return tuple(int(n) for n in shape)
 
 
@@ -89,11 +102,23 @@ def _index_arg(index):
     return tuple(out)
 
 
-class Tensor:
+class ValuesIndices(NamedTuple):
+    """What max(dim=), min(dim=) and topk return, as PyTorch's do: values (in the graph) and their
+    positions along dim (int64, outside it); `values, indices = x.max(dim=1)` unpacks it."""
+
+    values: "Tensor"
+    indices: "Tensor"
+
+
+class Tensor(InPlace):
     """An n-dimensional array that records how it was computed, for reverse-mode differentiation.
 
     `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as an array of the
     same shape and dtype; `grad_fn` is the op that produced it (None for a leaf).
+
+    Methods that take an axis take numpy's spelling (axis=, keepdims=) and PyTorch's (dim=, keepdim=),
+    either one: x.sum(axis=1), x.sum(dim=1) and x.sum(1) are the same call. The in-place methods
+    (add_, fill_, x[i] = v, ...) are in inplace.py.
     """
 
     __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
@@ -208,11 +233,21 @@ class Tensor:
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
     ndim = property(lambda self: self._data.ndim)
-    size = property(lambda self: self._data.size)
+
+    def size(self, dim=None):
+        """The shape (a tuple), or with dim the length of that one axis (negative counts from the end).
+
+        PyTorch's meaning, where numpy's `size` is the number of elements: that is numel() here.
+        """
+        return self.shape if dim is None else self.shape[normalize_axis("size", dim, self.shape)]
 
     def numel(self):
         """How many numbers the tensor holds: the product of its shape."""
         return self._data.size
+
+    def dim(self):
+        """The number of axes (PyTorch's name for ndim)."""
+        return self._data.ndim
 
     @property
     def is_leaf(self):
@@ -225,8 +260,12 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         return self.data if dtype is None else self.data.astype(dtype)
 
+    def tolist(self):
+        """The elements as (nested lists of) Python numbers; a 0-d tensor gives one number."""
+        return self._data.tolist()
+
     def item(self):
-        if self.size != 1:
+        if self.numel() != 1:
             raise ValueError(f"item: only a one-element tensor converts to a Python number, shape is {self.shape}")
         return self._data.item()
 
@@ -237,7 +276,7 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self):
-        if self.size != 1:
+        if self.numel() != 1:
             raise ValueError(
                 f"bool: a tensor of shape {self.shape} has no single truth value; "
                 "use x.data.any() or x.data.all(), or reduce it first"
@@ -399,61 +438,187 @@ class Tensor:
             raise ValueError(f"clip: min {min} is greater than max {max}")
         return ops.Clip.apply(self, lo=min, hi=max)
 
-    # --- reductions -----------------------------------------------------------------------------
+    def clamp(self, min=None, max=None):
+        """PyTorch's name for clip."""
+        return self.clip(min, max)
 
-    def _reduce(self, op, axis, keepdims):
-        return op.apply(self, axis=normalize_axes(op.name, axis, self.shape), keepdims=keepdims)
+    # --- reductions: numpy's axis/keepdims or PyTorch's dim/keepdim -------------------------------
 
-    def sum(self, axis=None, keepdims=False):
-        return self._reduce(ops.Sum, axis, keepdims)
+    def _reduce(self, op, axis, dim, keepdims, keepdim, **params):
+        axis = spelling(op.name, "axis", axis, "dim", dim, None)
+        keepdims = spelling(op.name, "keepdims", keepdims, "keepdim", keepdim, False)
+        return op.apply(self, axis=normalize_axes(op.name, axis, self.shape), keepdims=keepdims, **params)
 
-    def mean(self, axis=None, keepdims=False):
-        return self._reduce(ops.Mean, axis, keepdims)
+    def sum(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """y = sum of x over axis (an int, a tuple, or None for every axis)."""
+        return self._reduce(ops.Sum, axis, dim, keepdims, keepdim)
 
-    def var(self, axis=None, keepdims=False):
-        """Population variance (ddof=0), as numpy's var."""
-        return self._reduce(ops.Var, axis, keepdims)
+    def mean(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        return self._reduce(ops.Mean, axis, dim, keepdims, keepdim)
 
-    def max(self, axis=None, keepdims=False):
-        """The largest values along axis (values only, not indices)."""
-        return self._reduce(ops.Max, axis, keepdims)
+    def var(self, axis=None, keepdims=None, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
+        """y = 1/(N - ddof) sum (x - mean)^2 over axis.
 
-    def min(self, axis=None, keepdims=False):
-        """The smallest values along axis (values only, not indices)."""
-        return self._reduce(ops.Min, axis, keepdims)
+        Each spelling keeps its library's meaning: numpy's (axis=, positional, or none) gives the
+        population variance, ddof=0; PyTorch's dim= gives the unbiased estimate, correction=1.
+        ddof= (numpy) or correction= / unbiased= (PyTorch) choose explicitly.
+        """
+        if unbiased is not None:
+            if correction is not None:
+                raise TypeError("var: give correction= or unbiased=, not both")
+            correction = int(bool(unbiased))
+        ddof = spelling("var", "ddof", ddof, "correction", correction, 0 if dim is None else 1)
+        axes = normalize_axes("var", spelling("var", "axis", axis, "dim", dim, None), self.shape)
+        n = math.prod(self.shape[a] for a in axes)
+        if n - ddof <= 0:
+            raise ValueError(
+                f"var: {n} element(s) along axis {axes} of shape {self.shape} leave nothing to divide by "
+                f"with ddof {ddof} (the variance divides by N - ddof)"
+            )
+        return self._reduce(ops.Var, axes, None, keepdims, keepdim, ddof=ddof)
 
-    def logsumexp(self, axis=None, keepdims=False):
-        return self._reduce(ops.LogSumExp, axis, keepdims)
+    def max(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """The largest values over axis (an int, a tuple, or None for all): numpy's max, values only;
+        the gradient of a tie is split evenly among the tied elements (as PyTorch's amax).
 
-    def argmax(self, axis=None, keepdims=False):
-        """Indices of the largest values (integers, outside the graph)."""
+        With dim= (PyTorch's spelling), PyTorch's max(dim=) instead: (values, indices) along that one
+        axis, the index of the first maximum, the values gathered there (so a tie's gradient goes to
+        that one element, as in PyTorch).
+        """
+        if dim is not None:
+            return self._values_indices("max", np.argmax, axis, dim, keepdims, keepdim)
+        return self._reduce(ops.Max, axis, dim, keepdims, keepdim)
+
+    def min(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """The smallest values over axis, values only; with dim=, (values, indices) as PyTorch's (see max)."""
+        if dim is not None:
+            return self._values_indices("min", np.argmin, axis, dim, keepdims, keepdim)
+        return self._reduce(ops.Min, axis, dim, keepdims, keepdim)
+
+    def _values_indices(self, op, arg, axis, dim, keepdims, keepdim):
+        """PyTorch's max(dim=) and min(dim=): (values, indices) along one axis."""
+        spelling(op, "axis", axis, "dim", dim, None)  # both given is an error
+        if isinstance(dim, (tuple, list)):
+            raise TypeError(f"{op}: dim={dim!r} gives values and indices along one axis; for several, use axis=")
+        keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
+        dim = normalize_axis(op, dim, self.shape)
+        indices = self._arg(op, arg, dim, keepdims=True)
+        values = self._gather(dim, indices)
+        if not keepdims:
+            values, indices = values.squeeze(dim), indices.squeeze(dim)
+        return ValuesIndices(values, Tensor._make(indices, False, None))
+
+    def _arg(self, op, arg, axis, keepdims):
+        """np.argmax or np.argmin over axis (an int or None) as int64, with the error of an empty axis."""
         if axis is not None:
-            axis = normalize_axis("argmax", axis, self.shape)
-        return Tensor._make(np.argmax(self._data, axis=axis, keepdims=keepdims), False, None)
+            axis = normalize_axis(op, axis, self.shape)
+        if (self.shape[axis] if axis is not None else self.numel()) == 0:
+            where = "the tensor" if axis is None else f"axis {axis}"
+            raise ValueError(f"{op}: {where} of shape {self.shape} is empty")
+        return arg(self._data, axis=axis, keepdims=keepdims).astype(np.int64)
 
-    def softmax(self, axis=-1):
+    def _gather(self, axis, positions):
+        """y = x picked at `positions` along axis, e.g. y[i, j, k] = x[i, positions[i, j, k], k] for axis 1
+        (numpy's take_along_axis), as an index op, so that the gradient flows back to the picked elements."""
+        index = [
+            np.arange(n).reshape([-1 if i == j else 1 for i in range(self.ndim)]) for j, n in enumerate(self.shape)
+        ]
+        index[axis] = positions
+        return ops.Index.apply(self, index=tuple(index))
+
+    def argmax(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """Positions of the largest values along axis (of all elements for None), the first of ties; int64, outside
+        the graph."""
+        axis = spelling("argmax", "axis", axis, "dim", dim, None)
+        keepdims = spelling("argmax", "keepdims", keepdims, "keepdim", keepdim, False)
+        return Tensor._make(self._arg("argmax", np.argmax, axis, keepdims), False, None)
+
+    def argmin(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """Positions of the smallest values along axis (see argmax)."""
+        axis = spelling("argmin", "axis", axis, "dim", dim, None)
+        keepdims = spelling("argmin", "keepdims", keepdims, "keepdim", keepdim, False)
+        return Tensor._make(self._arg("argmin", np.argmin, axis, keepdims), False, None)
+
+    def topk(self, k, axis=None, largest=True, sorted=True, *, dim=None):
+        """The k largest (or, largest=False, smallest) elements along axis (the last by default), largest
+        first: (values, indices), as PyTorch's topk. Ties come in index order.
+
+        values = x gathered at indices, so the gradient flows back through the index to the k chosen
+        elements. sorted=False is accepted; the result is sorted all the same (PyTorch leaves the order
+        unspecified then).
+        """
+        axis = normalize_axis("topk", spelling("topk", "axis", axis, "dim", dim, -1), self.shape)
+        n = self.shape[axis]
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+            raise ValueError(
+                f"topk: k must be an integer from 0 to {n}, the size of axis {axis} of shape {self.shape}; got {k!r}"
+            )
+        order = np.argsort(-self._data if largest else self._data, axis=axis, kind="stable")
+        indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
+        return ValuesIndices(self._gather(axis, indices), Tensor._make(indices, False, None))
+
+    def logsumexp(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        return self._reduce(ops.LogSumExp, axis, dim, keepdims, keepdim)
+
+    def softmax(self, axis=None, *, dim=None):
+        axis = spelling("softmax", "axis", axis, "dim", dim, -1)
         return ops.Softmax.apply(self, axis=normalize_axis("softmax", axis, self.shape))
 
-    def log_softmax(self, axis=-1):
+    def log_softmax(self, axis=None, *, dim=None):
+        axis = spelling("log_softmax", "axis", axis, "dim", dim, -1)
         return ops.LogSoftmax.apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
 
     # --- shape ----------------------------------------------------------------------------------
 
     def reshape(self, *shape):
-        shape = _shape_arg(shape)
-        known = math.prod(n for n in shape if n != -1)
-        free = shape.count(-1)
-        bad = free > 1 or any(n < -1 for n in shape)
-        if not bad:
-            bad = known != self.size if free == 0 else (known == 0 or self.size % known != 0)
-        if bad:
-            raise ValueError(
-                f"reshape: cannot reshape a tensor of shape {self.shape} ({self.size} elements) into shape {shape}"
-            )
-        return ops.Reshape.apply(self, shape=shape)
+        """The same elements in row-major order, in a new shape: reshape(B, T, -1), reshape((B, T, C)),
+        reshape(-1); one -1 stands for the size that makes the element count match."""
+        return self._reshape("reshape", shape)
 
     def view(self, *shape):
-        return self.reshape(*shape)
+        """reshape, under PyTorch's name: view(B, T, -1), view((B, T, C)), view(-1).
+
+        PyTorch's view refuses memory that cannot be viewed in the new shape (a transposed tensor)
+        and asks for contiguous() first; numpy copies in that case, so here view never refuses.
+        """
+        return self._reshape("view", shape)
+
+    def _reshape(self, op, shape):
+        shape = _shape_arg(shape, op)
+        n = self.numel()
+        known = math.prod(x for x in shape if x != -1)
+        free = shape.count(-1)
+        bad = free > 1 or any(x < -1 for x in shape)
+        if not bad:
+            bad = known != n if free == 0 else (known == 0 or n % known != 0)
+        if bad:
+            raise ValueError(f"{op}: cannot reshape a tensor of shape {self.shape} ({n} elements) into shape {shape}")
+        return ops.Reshape.apply(self, shape=shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        """Axes start_dim to end_dim (both included) merged into one: (2, 3, 4).flatten(1) has shape (2, 12).
+        A 0-d tensor becomes shape (1,), as in PyTorch."""
+        if self.ndim == 0:
+            return ops.Reshape.apply(self, shape=(1,))
+        a = normalize_axis("flatten", start_dim, self.shape)
+        b = normalize_axis("flatten", end_dim, self.shape)
+        if a > b:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} in shape {self.shape}")
+        return ops.Reshape.apply(self, shape=self.shape[:a] + (math.prod(self.shape[a : b + 1]),) + self.shape[b + 1 :])
+
+    def contiguous(self):
+        """This tensor with its memory in row-major (C) order: itself when it already is, as in PyTorch,
+        else a copy that is (in the graph, as clone).
+
+        Nothing in gradflow needs it: numpy computes on any layout, and view() works on a transposed
+        tensor too. It is here so that PyTorch code runs; it can still pay before many reads of a
+        transposed tensor, which then walk memory in order.
+        """
+        return self if self._data.flags.c_contiguous else Copy.apply(self)
+
+    def clone(self):
+        """A copy in memory of its own, in the graph:  y = x,  dL/dx = dL/dy."""
+        return Copy.apply(self)
 
     def permute(self, *axes):
         """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
@@ -464,8 +629,12 @@ class Tensor:
             )
         return ops.Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
 
-    def transpose(self, axis0, axis1):
+    def transpose(self, axis0=None, axis1=None, *, dim0=None, dim1=None):
         """Swap two axes (PyTorch's transpose; numpy's transpose is `permute` here)."""
+        axis0 = spelling("transpose", "axis0", axis0, "dim0", dim0, None)
+        axis1 = spelling("transpose", "axis1", axis1, "dim1", dim1, None)
+        if axis0 is None or axis1 is None:
+            raise TypeError("transpose: give the two axes to swap, e.g. x.transpose(1, 2)")
         a = normalize_axis("transpose", axis0, self.shape)
         b = normalize_axis("transpose", axis1, self.shape)
         axes = list(range(self.ndim))
@@ -480,8 +649,9 @@ class Tensor:
         """All axes reversed."""
         return ops.Permute.apply(self, axes=tuple(reversed(range(self.ndim))))
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis=None, *, dim=None):
         """Remove axes of size 1 (all of them, or the given ones, which must have size 1)."""
+        axis = spelling("squeeze", "axis", axis, "dim", dim, None)
         axes = normalize_axes("squeeze", axis, self.shape)
         if axis is None:
             axes = tuple(a for a in axes if self.shape[a] == 1)
@@ -490,8 +660,11 @@ class Tensor:
                 raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
         return ops.Reshape.apply(self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
-    def unsqueeze(self, axis):
+    def unsqueeze(self, axis=None, *, dim=None):
         """Insert an axis of size 1 at `axis` (of the result; negative counts from its end)."""
+        axis = spelling("unsqueeze", "axis", axis, "dim", dim, None)
+        if axis is None:
+            raise TypeError("unsqueeze: give the position of the new axis, e.g. x.unsqueeze(0)")
         if not -self.ndim - 1 <= axis <= self.ndim:
             raise ValueError(
                 f"unsqueeze: axis {axis} is out of range for a tensor of shape {self.shape} "
@@ -512,19 +685,105 @@ class Tensor:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
         return ops.Expand.apply(self, shape=shape)
 
+    def repeat(self, *sizes):
+        """The tensor tiled sizes[i] times along axis i (PyTorch's repeat, numpy's tile); extra leading
+        sizes add axes: a (2, 3) tensor .repeat(2, 1, 2) has shape (2, 2, 6).
+
+        Composed of a reshape that puts a size-1 axis before each axis, an expand along it, and a
+        reshape that merges each pair, so each element's gradient sums over its copies (expand's backward).
+        """
+        sizes = _shape_arg(sizes, "repeat")
+        if len(sizes) < self.ndim or any(r < 0 for r in sizes):
+            raise ValueError(f"repeat: sizes {sizes} must be non-negative, at least one per axis of shape {self.shape}")
+        shape = (1,) * (len(sizes) - self.ndim) + self.shape
+        paired = ops.Reshape.apply(self, shape=tuple(n for s in shape for n in (1, s)))
+        copies = ops.Expand.apply(paired, shape=tuple(n for r, s in zip(sizes, shape) for n in (r, s)))
+        return ops.Reshape.apply(copies, shape=tuple(r * s for r, s in zip(sizes, shape)))
+
+    def split(self, size_or_sizes, axis=None, *, dim=None):
+        """Cut along axis (0 by default) into pieces of `size` (the last may be smaller) or of the
+        listed sizes, as PyTorch's split; a tuple of views, in the graph."""
+        axis = normalize_axis("split", spelling("split", "axis", axis, "dim", dim, 0), self.shape)
+        n = self.shape[axis]
+        if isinstance(size_or_sizes, (int, np.integer)) and not isinstance(size_or_sizes, bool):
+            if size_or_sizes <= 0:
+                raise ValueError(f"split: size must be positive, got {size_or_sizes}")
+            sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)]
+        else:
+            sizes = list(size_or_sizes)
+            if sum(sizes) != n or any(s < 0 for s in sizes):
+                raise ValueError(
+                    f"split: sizes {sizes} do not add up to {n}, the size of axis {axis} of shape {self.shape}"
+                )
+        starts = np.cumsum([0] + sizes[:-1])
+        lead = (slice(None),) * axis
+        return tuple(self[lead + (slice(int(s), int(s) + size),)] for s, size in zip(starts, sizes))
+
+    def chunk(self, chunks, axis=None, *, dim=None):
+        """Cut along axis (0 by default) into `chunks` pieces of ceil(n / chunks) elements, the last
+        smaller, as PyTorch's chunk: so there may be fewer pieces (6 in 4 chunks gives 2, 2, 2)."""
+        axis = normalize_axis("chunk", spelling("chunk", "axis", axis, "dim", dim, 0), self.shape)
+        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive integer, got {chunks!r}")
+        return self.split(max(-(-self.shape[axis] // chunks), 1), axis)
+
     def __getitem__(self, index):
         return ops.Index.apply(self, index=_index_arg(index))
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"masked_fill: mask must be boolean, got {mask.dtype}")
-        if np.ndim(value) != 0:
-            raise TypeError(f"masked_fill: value must be a number, got {type(value).__name__}")
-        if broadcast_shape("masked_fill", mask.shape, self.shape) != self.shape:
-            raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the tensor's {self.shape}")
-        return ops.MaskedFill.apply(self, mask=mask, value=value)
+        return ops.MaskedFill.apply(self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
+
+    # --- dtype: PyTorch's conversions -----------------------------------------------------------
+    # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
+
+    def to(self, *args, dtype=None, device=None):
+        """This tensor in `dtype`: to(gf.float64), to(other) for other's dtype, to(dtype=...).
+
+        Between float32 and float64 in the graph (the gradient is cast back); to an integer type or
+        bool, a new tensor outside it. Its own dtype gives the tensor itself, as in PyTorch. gradflow
+        runs on numpy on the CPU: to("cpu") and device="cpu" change nothing, another device is an error.
+        """
+        for a in args:
+            if isinstance(a, str):
+                device = a
+            else:
+                dtype = a.dtype if isinstance(a, Tensor) else a
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"to: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
+        return self if dtype is None else self._cast("to", dtype)
+
+    def _cast(self, op, dtype):
+        dtype = as_dtype(op, dtype)
+        if dtype == self.dtype:
+            return self
+        if dtype in FLOAT_DTYPES and self.dtype in FLOAT_DTYPES:
+            return Cast.apply(self, dtype=dtype)
+        return Tensor._make(self._data.astype(dtype), False, None)
+
+    def type_as(self, other):
+        """This tensor in other's dtype (see to)."""
+        return self._cast("type_as", other.dtype)
+
+    def double(self):
+        """In float64 (see to)."""
+        return self._cast("double", float64)
+
+    def long(self):
+        """In int64, rounded toward zero, outside the graph."""
+        return self._cast("long", int64)
+
+    def float(self):
+        """In float32 (PyTorch's float is 32-bit; see to)."""
+        return self._cast("float", float32)
+
+    def int(self):
+        """In int32, rounded toward zero, outside the graph."""
+        return self._cast("int", int32)
+
+    def bool(self):
+        """True where nonzero, outside the graph."""
+        return self._cast("bool", bool_)
 
 
 def matmul(a, b):

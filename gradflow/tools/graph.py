@@ -159,7 +159,7 @@ def _array_text(a):
 def _tensor_label(t, name, show_values, show_grads, max_elements, fill):
     """An HTML-like table: name, shape and dtype, then `data | grad` when the tensor is small enough."""
     cells = []
-    if t.size <= max_elements:
+    if t.numel() <= max_elements:
         if show_values:
             cells.append(("data", t.data))
         if show_grads and t.grad is not None:

@@ -40,18 +40,19 @@ class Mean(Function):
 
 
 class Var(Function):
-    """Population variance (ddof=0, as numpy):  y = (1/N) sum_i (x_i - mean)^2
+    """Variance with `ddof` degrees of freedom taken off:  y = 1/(N - ddof) sum_i (x_i - mean)^2
+    (ddof=0 is the population variance, numpy's default; ddof=1 the unbiased estimate, PyTorch's)
 
-    dL/dx_i = g * 2 (x_i - mean) / N   (the mean's own dependence on x_i sums to zero)
+    dL/dx_i = g * 2 (x_i - mean) / (N - ddof)   (the mean's own dependence on x_i sums to zero)
     """
 
     @staticmethod
-    def forward(ctx, x, axis, keepdims=False):
+    def forward(ctx, x, axis, keepdims=False, ddof=0):
         centered = x - x.mean(axis=axis, keepdims=True)
         ctx.save_for_backward(centered)
         ctx.axis, ctx.keepdims = axis, keepdims
-        ctx.n = int(np.prod([x.shape[a] for a in axis]))
-        return (centered * centered).mean(axis=axis, keepdims=keepdims)
+        ctx.n = int(np.prod([x.shape[a] for a in axis])) - ddof
+        return (centered * centered).sum(axis=axis, keepdims=keepdims) / ctx.n
 
     @staticmethod
     def backward(ctx, grad):

@@ -1,5 +1,6 @@
-"""Ops that move elements without changing them: reshape, permute, expand, cat, stack.
-Their backward moves the gradient back the same way."""
+"""Ops that move elements without changing them: reshape, permute, expand, cat, stack, a copy
+into memory of its own, and a cast to the other float dtype. Their backward moves the gradient
+back the same way."""
 
 import numpy as np
 
@@ -71,3 +72,30 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, grad):
         return tuple(np.moveaxis(grad, ctx.axis, 0))
+
+
+class Copy(Function):
+    """y = x in memory of its own, laid out in C (row-major) order;  dL/dx = g"""
+
+    @staticmethod
+    def forward(ctx, x):
+        return np.array(x, order="C")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Cast(Function):
+    """y = x in another float dtype (rounded, from float64 to float32);  dL/dx = g in x's dtype,
+    into which the engine casts every input's gradient."""
+
+    casts = True  # the output's dtype is the point: the engine must not cast it back to the input's
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad

@@ -1,0 +1,123 @@
+"""In-place changes of a tensor, under PyTorch's names (a trailing _): add_, mul_, fill_, normal_, x[i] = v, ...
+
+Each computes its out-of-place twin (x + alpha * y for add_) and writes the result into the
+tensor's own memory, through `in_place()`, which counts the change in the tensor's version: a
+graph that saved these values for backward then refuses to use the new ones, with an error
+naming the op, instead of computing a wrong gradient.
+
+Nothing here is recorded in the graph, so an in-place change is refused where the graph would
+need it: on a tensor that requires grad, or with a value that requires grad, while the graph is
+being recorded. Updating parameters in place (an optimizer's step, a weight init) is what
+`with gf.no_grad():` is for, as in PyTorch.
+"""
+
+import numpy as np
+
+from gradflow.engine import autograd
+from gradflow.engine.checks import broadcast_shape
+from gradflow.engine.rng import generator
+
+
+class InPlace:
+    """The in-place methods of Tensor; each returns the tensor itself, so calls chain as in PyTorch."""
+
+    def _update(self, op, compute, *sources, index=..., casting="same_kind"):
+        """Write compute() into self[index], in place, after checking that the graph can do without it.
+
+        casting "same_kind" refuses arithmetic whose result has a wider kind than the tensor (an
+        integer tensor += 0.5); assignments (fill_, copy_, x[i] = v) convert as PyTorch's do.
+        """
+        if autograd.is_grad_enabled():
+            self._refuse_while_recording(op, sources)
+        if not self._data.flags.writeable:
+            raise ValueError(
+                f"{op}: the memory of {autograd.describe(self)} is read-only (an expand()ed tensor, or a "
+                "read-only numpy array); change a copy of it instead (x = x.clone())"
+            )
+        new = np.asarray(compute())
+        target = self if index is ... else self[index]
+        if not np.can_cast(new.dtype, self.dtype, casting):
+            raise TypeError(
+                f"{op}: the result is {new.dtype} and cannot be written into a {self.dtype} tensor in place; "
+                "convert the tensor first (e.g. x = x.float())"
+            )
+        if broadcast_shape(op, new.shape, target.shape) != target.shape:
+            raise ValueError(
+                f"{op}: a value of shape {new.shape} does not fit into shape {target.shape} "
+                "(an in-place change keeps the tensor's shape)"
+            )
+        self.in_place()[index] = new
+        return self
+
+    def _refuse_while_recording(self, op, sources):
+        if self.requires_grad and self.grad_fn is None:
+            raise RuntimeError(
+                f"{op}: {autograd.describe(self)} is a leaf that requires grad, and an in-place change would be "
+                "hidden from backward; to update it (an optimizer's step, a weight init), wrap it in "
+                "`with gf.no_grad():`"
+            )
+        if self.requires_grad:
+            raise RuntimeError(
+                f"{op}: {autograd.describe(self)} is the output of {self.grad_fn.name} in the graph being "
+                "recorded, and gradflow does not record in-place changes; write it out of place "
+                "(x = x + y for x.add_(y), x = x.masked_fill(m, v) for x.masked_fill_(m, v))"
+            )
+        if any(getattr(s, "requires_grad", False) for s in sources):
+            raise RuntimeError(
+                f"{op}: the value written requires grad, and an in-place change is not recorded in the graph; "
+                "write it out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
+            )
+
+    def __setitem__(self, index, value):
+        """x[index] = value in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch."""
+        return self._update("setitem", lambda: value, value, index=index, casting="unsafe")
+
+    def add_(self, other, alpha=1):
+        """x <- x + alpha * other"""
+        return self._update("add_", lambda: self + alpha * other, other)
+
+    def sub_(self, other, alpha=1):
+        """x <- x - alpha * other"""
+        return self._update("sub_", lambda: self - alpha * other, other)
+
+    def mul_(self, other):
+        """x <- x * other"""
+        return self._update("mul_", lambda: self * other, other)
+
+    def div_(self, other):
+        """x <- x / other"""
+        return self._update("div_", lambda: self / other, other)
+
+    def clamp_(self, min=None, max=None):
+        """x <- x limited to [min, max] (either bound may be None)"""
+        return self._update("clamp_", lambda: self.clip(min, max))
+
+    def masked_fill_(self, mask, value):
+        """x <- value where mask is True (mask broadcasts to x's shape)"""
+        return self._update("masked_fill_", lambda: self.masked_fill(mask, value), casting="unsafe")
+
+    def zero_(self):
+        """x <- 0"""
+        return self._update("zero_", lambda: 0, casting="unsafe")
+
+    def fill_(self, value):
+        """x <- value, a number"""
+        if np.ndim(value) != 0:
+            raise TypeError(f"fill_: value must be a number, got {type(value).__name__} of shape {np.shape(value)}")
+        return self._update("fill_", lambda: value, value, casting="unsafe")
+
+    def copy_(self, src):
+        """x <- src (broadcast to x's shape, converted to x's dtype)"""
+        return self._update("copy_", lambda: src, src, casting="unsafe")
+
+    def normal_(self, mean=0.0, std=1.0):
+        """x <- draws from N(mean, std^2), from gradflow's generator (reproducible after gf.manual_seed)"""
+        if not std >= 0:
+            raise ValueError(f"normal_: std must be non-negative, got {std}")
+        return self._update("normal_", lambda: generator().normal(mean, std, self.shape))
+
+    def uniform_(self, low=0.0, high=1.0):
+        """x <- draws from the uniform distribution on [low, high), from gradflow's generator"""
+        if not low <= high:
+            raise ValueError(f"uniform_: low {low} is greater than high {high}")
+        return self._update("uniform_", lambda: generator().uniform(low, high, self.shape))

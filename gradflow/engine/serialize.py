@@ -1,0 +1,113 @@
+"""gf.save and gf.load: a tensor, an array, or nested dicts and lists of them, in one safetensors file.
+
+What a PyTorch user hands torch.save: {"model": model.state_dict(), "optimizer": opt.state_dict(),
+"iter_num": 5, "config": {...}}. The file is safetensors (a JSON header, then the raw arrays):
+
+    arrays            each under its path in the object: "model/wte.weight", "optimizer/state/0/m"
+    header metadata   "gradflow": the object as JSON, each array replaced by {"__tensor__": path}
+                      or {"__array__": path}, tuples by {"__tuple__": [...]}, and dicts with keys
+                      that JSON cannot keep (ints, as an optimizer's state has) by {"__dict__": [[k, v], ...]}
+
+Safe: the file holds arrays and text only, so loading it runs no code (torch.save pickles; this never
+does). Atomic: it is written beside its destination and renamed over it (os.replace), so a crash
+while saving leaves what was there whole. Any safetensors reader opens it, PyTorch's too.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
+
+from gradflow.engine.tensor import Tensor
+
+_TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
+
+
+def save(obj, path):
+    """Write obj to path: a Tensor, a numpy array, or dicts, lists and tuples of them with int, float,
+    str, bool and None leaves. Loading gives back the same structure, Tensors where Tensors were saved."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"save: the folder {path.parent} does not exist")
+    arrays = {}
+    metadata = {"gradflow": json.dumps(_encode(obj, (), arrays))}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        save_file(arrays, tmp, metadata=metadata)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # on disk before the rename makes it the file at `path`
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load(path):
+    """Read what save wrote; a file that is not one is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"load: there is no file {path}")
+    try:
+        with safe_open(path, framework="np") as f:
+            description = (f.metadata() or {}).get("gradflow")
+            arrays = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (a safetensors file, not a dict)
+        if description is None:
+            raise ValueError("a safetensors file without gradflow's description; safetensors.numpy.load_file reads it")
+        return _decode(json.loads(description), arrays)
+    except (SafetensorError, ValueError, KeyError, TypeError) as e:  # json's errors are ValueErrors
+        raise ValueError(f"load: {path} is not a file written by gf.save ({e})") from None
+
+
+def _where(path):
+    return "obj" + "".join(f"[{p!r}]" for p in path)
+
+
+def _encode(obj, path, arrays):
+    """obj as JSON, its arrays moved into `arrays` under their paths."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
+        return obj.item()
+    if isinstance(obj, (Tensor, np.ndarray)):
+        array = obj._data if isinstance(obj, Tensor) else obj
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"save: the array at {_where(path)} holds {array.dtype}, not numbers or bools")
+        name = "/".join(str(p) for p in path) or "tensor"
+        if name in arrays:
+            raise ValueError(f"save: two arrays would be stored as {name!r}; one is at {_where(path)}: rename a key")
+        arrays[name] = np.ascontiguousarray(array)
+        if isinstance(obj, np.ndarray):
+            return {"__array__": name}
+        return {"__tensor__": name, "requires_grad": obj.requires_grad}
+    if isinstance(obj, (list, tuple)):
+        items = [_encode(v, (*path, i), arrays) for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else {"__tuple__": items}
+    if isinstance(obj, dict):
+        for k in obj:
+            if isinstance(k, bool) or not isinstance(k, (str, int)):
+                raise TypeError(f"save: the dict at {_where(path)} has a key {k!r}; keys must be strings or ints")
+        if all(isinstance(k, str) for k in obj) and not any(k in _TAGS for k in obj):
+            return {k: _encode(v, (*path, k), arrays) for k, v in obj.items()}
+        return {"__dict__": [[k, _encode(v, (*path, k), arrays)] for k, v in obj.items()]}
+    raise TypeError(
+        f"save: cannot store a {type(obj).__name__} at {_where(path)}: gf.save takes tensors, numpy arrays, "
+        "dicts, lists and tuples of them, numbers, strings, bools and None"
+    )
+
+
+def _decode(node, arrays):
+    if isinstance(node, list):
+        return [_decode(v, arrays) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "__tensor__" in node:
+        return Tensor(arrays[node["__tensor__"]], requires_grad=node["requires_grad"])
+    if "__array__" in node:
+        return arrays[node["__array__"]]
+    if "__tuple__" in node:
+        return tuple(_decode(v, arrays) for v in node["__tuple__"])
+    if "__dict__" in node:
+        return {k: _decode(v, arrays) for k, v in node["__dict__"]}
+    return {k: _decode(v, arrays) for k, v in node.items()}
