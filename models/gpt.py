@@ -81,9 +81,7 @@ class GPT(Decoder):
         model.safetensors.index.json), or a dict of numpy arrays by GPT-2's names with `config`, the
         dict config.json holds. The names and layouts are mapped in hf.py.
         """
-        where = f"GPT.from_hf: {'a dict of weights' if isinstance(source, dict) else source}"
-        fields, state = hf.gpt_from_hf(*hf.read_hf(source, config, where), where)
-        return hf.build(cls, GPTConfig(**fields), state, dtype, where)
+        return hf.load(cls, GPTConfig, hf.gpt_from_hf, source, config, dtype)
 
     def to_hf(self):
         """(weights by GPT-2's names, GPT-2's config.json as a dict): what GPT2LMHeadModel.from_pretrained reads

@@ -323,11 +323,17 @@ def head(weights, embedding, tied, where):
     return weights[embedding]
 
 
-def build(cls, config, state, dtype, where):
-    """cls(config) holding `state`: built shape-only, then each weight put in (cast to dtype); in eval mode."""
+def load(cls, config_cls, from_hf, source, config, dtype):
+    """cls(config_cls(...)) holding the weights that from_hf (gpt_from_hf or llama_from_hf) maps from `source`.
+
+    The model is built shape-only, then each weight is put in (cast to dtype); it is returned in
+    eval mode. Every error starts with the method and the source: `GPT.from_hf: <folder>: ...`.
+    """
+    where = f"{cls.__name__}.from_hf: {'a dict of weights' if isinstance(source, dict) else source}"
+    fields, state = from_hf(*read_hf(source, config, where), where)
     try:
         with nn.init.meta():
-            model = cls(config, dtype=dtype)
+            model = cls(config_cls(**fields), dtype=dtype)
     except ValueError as err:  # sizes that do not fit together, such as heads that do not divide the width
         raise ValueError(f"{where}: its sizes do not make a model: {err}") from None
     try:

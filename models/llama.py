@@ -83,9 +83,7 @@ class Llama(Decoder):
         model.safetensors.index.json), or a dict of numpy arrays by Hugging Face's names with
         `config`, the dict config.json holds. The names are mapped in hf.py.
         """
-        where = f"Llama.from_hf: {'a dict of weights' if isinstance(source, dict) else source}"
-        fields, state = hf.llama_from_hf(*hf.read_hf(source, config, where), where)
-        return hf.build(cls, LlamaConfig(**fields), state, dtype, where)
+        return hf.load(cls, LlamaConfig, hf.llama_from_hf, source, config, dtype)
 
     def to_hf(self, context=2048):
         """(weights by Hugging Face's names, LlamaConfig's config.json as a dict): what

@@ -238,6 +238,11 @@ def test_bad_export_input_is_one_line(argv, message, trained, tmp_path, capsys):
     assert not (tmp_path / "out").exists() and load_checkpoint(trained)  # nothing written, the run untouched
 
 
+def test_export_has_help(capsys):
+    assert exit_code(["export", "--help"]) == 0
+    assert "usage: gradflow export" in capsys.readouterr().out
+
+
 def test_export_replaces_a_folder_only_with_force_and_leaves_no_temporaries(trained, tmp_path, capsys):
     run, out = trained, tmp_path / "out"
     out.mkdir()
