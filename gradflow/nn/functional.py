@@ -63,8 +63,8 @@ def gelu(x, approximate="tanh"):
 
     approximate="tanh" (gradflow's default, GPT-2's): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
     approximate="none" (PyTorch's default): exactly x (1 + erf(x / sqrt(2))) / 2. The two differ by
-    at most 5e-4 (near |x| = 2); gradflow keeps the tanh form as its default because GPT-2 was
-    trained with it and it is several times faster here (numpy has no erf).
+    less than 5e-4 (most near |x| = 2.7); gradflow keeps the tanh form as its default because
+    GPT-2 was trained with it and it is several times faster here (numpy has no erf).
     """
     if approximate not in GELU_OPS:
         raise ValueError(f'gelu: approximate must be "tanh" or "none", got {approximate!r}')
@@ -143,7 +143,7 @@ def _class_scores(op, logits, targets, ignore_index):
     counted = targets if ignore_index is None else targets[targets != ignore_index]
     bad = counted[(counted < 0) | (counted >= n_classes)]
     if bad.size:
-        skip = f" (targets equal to ignore_index={ignore_index} are skipped)" if bad[0] < 0 else ""
+        skip = f" (only targets equal to ignore_index={ignore_index} are skipped)" if ignore_index is not None else ""
         raise IndexError(f"{op}: target {bad[0]} is out of range for {n_classes} classes{skip}")
     if logits.ndim > 2:  # classes last, then one row per target
         logits = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, n_classes)

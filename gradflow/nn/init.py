@@ -40,15 +40,17 @@ def parameter(*shape, dtype=None):
     return p
 
 
-def normal_(p, std=0.02, mean=0.0):
+def normal_(p, mean=0.0, std=1.0):
+    """p ~ N(mean, std^2), in place; PyTorch's argument order (mean first)."""
     if not _meta:
         p.data = (mean + std * generator().standard_normal(p.shape)).astype(p.dtype)
     return p
 
 
-def uniform_(p, low, high):
+def uniform_(p, a=0.0, b=1.0):
+    """p ~ U(a, b), in place."""
     if not _meta:
-        p.data = generator().uniform(low, high, p.shape).astype(p.dtype)
+        p.data = generator().uniform(a, b, p.shape).astype(p.dtype)
     return p
 
 

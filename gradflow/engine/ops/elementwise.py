@@ -268,7 +268,7 @@ class GeluErf(Function):
 
     @staticmethod
     def forward(ctx, x):
-        cdf = ((1 + erf(x / math.sqrt(2))) / 2).astype(x.dtype)  # Phi(x)
+        cdf = ((1 + erf(x.astype(np.float64) / math.sqrt(2))) / 2).astype(x.dtype)  # Phi(x), rounded once
         ctx.save_for_backward(x, cdf)
         return x * cdf
 
