@@ -36,12 +36,13 @@ class SinusoidalPositionalEncoding(Module):
     def __init__(self, d_model, max_len=4096, base=10000.0):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
-        self.table = sinusoidal_table(max_len, d_model, base)
+        # a buffer: cast by .to(dtype), listed by buffers(); not saved, since it is computed
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base), persistent=False)
 
     def forward(self, x, offset=0):
         t = x.shape[-2]
         _check_fits("SinusoidalPositionalEncoding", offset, t, self.max_len)
-        return x + self.table[offset : offset + t].astype(x.dtype)
+        return x + self.table.data[offset : offset + t].astype(x.dtype)
 
     def extra_repr(self):
         return f"{self.d_model}, max_len={self.max_len}"
