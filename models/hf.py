@@ -129,9 +129,12 @@ def gpt_from_hf(weights, hf_config, where):
     d, n_layer = size(hf_config, "n_embd", where), size(hf_config, "n_layer", where)
     if hf_config.get("n_inner") not in (None, 4 * d):
         raise ValueError(f"{where}: n_inner = {hf_config['n_inner']!r}; its MLP must be 4 n_embd = {4 * d} wide")
-    rates = {hf_config.get(k, 0.1) for k in ("embd_pdrop", "attn_pdrop", "resid_pdrop")}
+    rates = {hf_config.get(k, 0.1) for k in ("embd_pdrop", "attn_pdrop", "resid_pdrop")}  # GPT-2's default 0.1
     if len(rates) != 1:
         raise ValueError(f"{where}: embd_pdrop, attn_pdrop and resid_pdrop differ; gradflow's GPT has one dropout")
+    dropout = rates.pop()
+    if not (isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1):
+        raise ValueError(f"{where}: config.json's resid_pdrop must be a number in [0, 1), got {dropout!r}")
     tied = hf_config.get("tie_word_embeddings", True)
     config = dict(
         vocab_size=size(hf_config, "vocab_size", where),
@@ -139,7 +142,7 @@ def gpt_from_hf(weights, hf_config, where):
         n_layer=n_layer,
         n_head=size(hf_config, "n_head", where),
         n_embd=d,
-        dropout=float(rates.pop()),
+        dropout=float(dropout),
         bias=True,
         tie_weights=bool(tied),
         eps=positive(hf_config, "layer_norm_epsilon", float, where, default=1e-5),

@@ -132,6 +132,15 @@ def test_a_folder_of_shards_loads(tmp_path):
     assert np.array_equal(logits_of(Llama.from_hf(tmp_path, dtype=np.float64)), logits_of(model))
 
 
+def test_the_names_of_openais_gpt2_file_load_too():
+    """The GPT-2 weights on the Hub name them without "transformer." and hold each block's causal mask, attn.bias."""
+    model = random_model("gpt, bias=False, tied")
+    weights, config = model.to_hf()
+    weights = {name.removeprefix("transformer."): w for name, w in weights.items()}
+    weights |= {f"h.{i}.attn.bias": np.tril(np.ones((1, 1, 16, 16))) for i in range(2)}
+    assert np.array_equal(logits_of(GPT.from_hf(weights, config, dtype=np.float64)), logits_of(model))
+
+
 def gpt_hf(**change):
     weights, config = random_model("gpt, biases, untied").to_hf()
     return weights, config | change
@@ -150,6 +159,7 @@ def llama_hf(**change):
         (lambda: GPT.from_hf(*gpt_hf(n_layer=3)), "config.json says 3 layers but the weights hold 2"),
         (lambda: GPT.from_hf(*gpt_hf(model_type="llama")), "describes a 'llama' model, not 'gpt2'"),
         (lambda: GPT.from_hf(gpt_hf()[0]), "with a dict of weights, pass config="),
+        (lambda: GPT.from_hf(*gpt_hf(embd_pdrop=0.5)), "embd_pdrop, attn_pdrop and resid_pdrop differ"),
         (lambda: Llama.from_hf(*llama_hf(rope_scaling={"rope_type": "linear", "factor": 2.0})), "rope_scaling {'rope"),
         (lambda: Llama.from_hf(*llama_hf(rope_parameters={"rope_type": "yarn"})), "rope_scaling {'rope_type': 'yarn'"),
         (lambda: Llama.from_hf(*llama_hf(hidden_act="gelu")), "hidden_act 'gelu' is not supported"),
