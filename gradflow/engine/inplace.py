@@ -1,4 +1,4 @@
-"""In-place changes of a tensor, under PyTorch's names (a trailing _): add_, mul_, fill_, normal_, x[i] = v, ...
+"""In-place changes of a tensor, under PyTorch's names (a trailing _): add_, mul_, fill_, normal_, ...
 
 Each computes its out-of-place twin (x + alpha * y for add_) and writes the result into the
 tensor's own memory, through `in_place()`, which counts the change in the tensor's version: a
@@ -22,7 +22,8 @@ class InPlace:
     """The in-place methods of Tensor; each returns the tensor itself, so calls chain as in PyTorch."""
 
     def _update(self, op, compute, *sources, index=..., casting="same_kind"):
-        """Write compute() into self[index], in place, after checking that the graph can do without it.
+        """Write compute() into self[index] (index already normalized, as Tensor.__setitem__ does), in
+        place, after checking that the graph can do without it.
 
         casting "same_kind" refuses arithmetic whose result has a wider kind than the tensor (an
         integer tensor += 0.5); assignments (fill_, copy_, x[i] = v) convert as PyTorch's do.
@@ -67,10 +68,6 @@ class InPlace:
                 f"{op}: the value written requires grad, and an in-place change is not recorded in the graph; "
                 "write it out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
             )
-
-    def __setitem__(self, index, value):
-        """x[index] = value in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch."""
-        return self._update("setitem", lambda: value, value, index=index, casting="unsafe")
 
     def add_(self, other, alpha=1):
         """x <- x + alpha * other"""

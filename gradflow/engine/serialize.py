@@ -77,7 +77,7 @@ def _encode(obj, path, arrays):
         name = "/".join(str(p) for p in path) or "tensor"
         if name in arrays:
             raise ValueError(f"save: two arrays would be stored as {name!r}; one is at {_where(path)}: rename a key")
-        arrays[name] = np.ascontiguousarray(array)
+        arrays[name] = array if array.flags.c_contiguous else array.copy(order="C")  # safetensors reads memory in order
         if isinstance(obj, np.ndarray):
             return {"__array__": name}
         return {"__tensor__": name, "requires_grad": obj.requires_grad}

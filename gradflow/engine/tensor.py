@@ -444,17 +444,17 @@ class Tensor(InPlace):
 
     # --- reductions: numpy's axis/keepdims or PyTorch's dim/keepdim -------------------------------
 
-    def _reduce(self, op, axis, dim, keepdims, keepdim, **params):
-        axis = spelling(op.name, "axis", axis, "dim", dim, None)
-        keepdims = spelling(op.name, "keepdims", keepdims, "keepdim", keepdim, False)
-        return op.apply(self, axis=normalize_axes(op.name, axis, self.shape), keepdims=keepdims, **params)
+    def _reduce(self, name, op, axis, dim, keepdims, keepdim, **params):
+        axis = spelling(name, "axis", axis, "dim", dim, None)
+        keepdims = spelling(name, "keepdims", keepdims, "keepdim", keepdim, False)
+        return op.apply(self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
 
     def sum(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
         """y = sum of x over axis (an int, a tuple, or None for every axis)."""
-        return self._reduce(ops.Sum, axis, dim, keepdims, keepdim)
+        return self._reduce("sum", ops.Sum, axis, dim, keepdims, keepdim)
 
     def mean(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        return self._reduce(ops.Mean, axis, dim, keepdims, keepdim)
+        return self._reduce("mean", ops.Mean, axis, dim, keepdims, keepdim)
 
     def var(self, axis=None, keepdims=None, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
         """y = 1/(N - ddof) sum (x - mean)^2 over axis.
@@ -475,7 +475,7 @@ class Tensor(InPlace):
                 f"var: {n} element(s) along axis {axes} of shape {self.shape} leave nothing to divide by "
                 f"with ddof {ddof} (the variance divides by N - ddof)"
             )
-        return self._reduce(ops.Var, axes, None, keepdims, keepdim, ddof=ddof)
+        return self._reduce("var", ops.Var, axes, None, keepdims, keepdim, ddof=ddof)
 
     def max(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
         """The largest values over axis (an int, a tuple, or None for all): numpy's max, values only;
@@ -487,13 +487,13 @@ class Tensor(InPlace):
         """
         if dim is not None:
             return self._values_indices("max", np.argmax, axis, dim, keepdims, keepdim)
-        return self._reduce(ops.Max, axis, dim, keepdims, keepdim)
+        return self._reduce("max", ops.Max, axis, dim, keepdims, keepdim)
 
     def min(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
         """The smallest values over axis, values only; with dim=, (values, indices) as PyTorch's (see max)."""
         if dim is not None:
             return self._values_indices("min", np.argmin, axis, dim, keepdims, keepdim)
-        return self._reduce(ops.Min, axis, dim, keepdims, keepdim)
+        return self._reduce("min", ops.Min, axis, dim, keepdims, keepdim)
 
     def _values_indices(self, op, arg, axis, dim, keepdims, keepdim):
         """PyTorch's max(dim=) and min(dim=): (values, indices) along one axis."""
@@ -515,7 +515,7 @@ class Tensor(InPlace):
         if (self.shape[axis] if axis is not None else self.numel()) == 0:
             where = "the tensor" if axis is None else f"axis {axis}"
             raise ValueError(f"{op}: {where} of shape {self.shape} is empty")
-        return arg(self._data, axis=axis, keepdims=keepdims).astype(np.int64)
+        return np.asarray(arg(self._data, axis=axis, keepdims=keepdims), dtype=np.int64)  # (axis None: a 0-d array)
 
     def _gather(self, axis, positions):
         """y = x picked at `positions` along axis, e.g. y[i, j, k] = x[i, positions[i, j, k], k] for axis 1
@@ -558,7 +558,7 @@ class Tensor(InPlace):
         return ValuesIndices(self._gather(axis, indices), Tensor._make(indices, False, None))
 
     def logsumexp(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        return self._reduce(ops.LogSumExp, axis, dim, keepdims, keepdim)
+        return self._reduce("logsumexp", ops.LogSumExp, axis, dim, keepdims, keepdim)
 
     def softmax(self, axis=None, *, dim=None):
         axis = spelling("softmax", "axis", axis, "dim", dim, -1)
@@ -708,7 +708,7 @@ class Tensor(InPlace):
         if isinstance(size_or_sizes, (int, np.integer)) and not isinstance(size_or_sizes, bool):
             if size_or_sizes <= 0:
                 raise ValueError(f"split: size must be positive, got {size_or_sizes}")
-            sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)]
+            sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)] or [0]
         else:
             sizes = list(size_or_sizes)
             if sum(sizes) != n or any(s < 0 for s in sizes):
@@ -725,10 +725,16 @@ class Tensor(InPlace):
         axis = normalize_axis("chunk", spelling("chunk", "axis", axis, "dim", dim, 0), self.shape)
         if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
             raise ValueError(f"chunk: chunks must be a positive integer, got {chunks!r}")
-        return self.split(max(-(-self.shape[axis] // chunks), 1), axis)
+        n = self.shape[axis]
+        return self.split(-(-n // chunks) if n else [0] * chunks, axis)  # an empty axis: `chunks` empty pieces
 
     def __getitem__(self, index):
         return ops.Index.apply(self, index=_index_arg(index))
+
+    def __setitem__(self, index, value):
+        """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
+        with the guards of every in-place change (inplace.py)."""
+        self._update("setitem", lambda: value, value, index=_index_arg(index), casting="unsafe")
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""

@@ -20,6 +20,8 @@ class Index(Function):
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.index = x.shape, index
+        if not has_array(index) and not any(i is Ellipsis for i in index):
+            index += (Ellipsis,)  # x[0] of a vector: a 0-d view of x's memory (as PyTorch's), not a copied scalar
         return x[index]
 
     @staticmethod

@@ -1,0 +1,882 @@
+"""PyTorch's spellings on Tensor and at gradflow's top level: each idiom beside its PyTorch twin.
+
+IDIOMS is the table: a name, the call in gradflow, the same call in PyTorch. Where torch is installed
+(pip install torch==2.13.0) each row is run on both and the values, dtypes and gradients must agree;
+without torch those rows skip, unless GRADFLOW_REQUIRE_TORCH=1 (CI sets it), which makes the missing
+import a failure. The tests after the table need no torch: values worked out by hand, gradients
+checked by finite differences, and every refusal's message.
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import gradflow as gf
+
+try:
+    import torch
+except ImportError:
+    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
+        raise
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0)")
+
+
+def leaf(data, dtype=np.float64):
+    return gf.tensor(np.asarray(data, dtype=dtype), requires_grad=True)
+
+
+def masked_assignment(y):
+    y[y < 0] = 0.0
+    return y
+
+
+def row_assignment(y):
+    y[0, 1] = y[1, 2] * 2
+    return y
+
+
+# Each row: the call in gradflow, the same call in PyTorch. x is a float64 tensor of shape (2, 3, 4)
+# with distinct values that requires grad; y is a copy of it outside the graph, for the in-place forms.
+IDIOMS = [
+    # reductions: dim= and keepdim=, and positional axes
+    ("x.sum(dim=1)",                              "x.sum(dim=1)"),
+    ("x.sum(1)",                                  "x.sum(1)"),
+    ("x.sum(dim=(0, 2), keepdim=True)",           "x.sum(dim=(0, 2), keepdim=True)"),
+    ("x.mean(-1, keepdim=True)",                  "x.mean(-1, keepdim=True)"),
+    ("x.var(dim=1)",                              "x.var(dim=1)"),
+    ("x.var(dim=-1, unbiased=False)",             "x.var(dim=-1, unbiased=False)"),
+    ("x.var(dim=0, correction=0, keepdim=True)",  "x.var(dim=0, correction=0, keepdim=True)"),
+    ("x.max()",                                   "x.max()"),
+    ("x.max(dim=1)",                              "x.max(dim=1)"),
+    ("x.max(dim=-1, keepdim=True)",               "x.max(dim=-1, keepdim=True)"),
+    ("x.min(dim=0)",                              "x.min(dim=0)"),
+    ("x.max(dim=1).values",                       "x.max(dim=1).values"),
+    ("x.min(dim=2).indices",                      "x.min(dim=2).indices"),
+    ("x.logsumexp(dim=2)",                        "x.logsumexp(dim=2)"),
+    ("x.argmax()",                                "x.argmax()"),
+    ("x.argmax(dim=1)",                           "x.argmax(dim=1)"),
+    ("x.argmin(dim=-1, keepdim=True)",            "x.argmin(dim=-1, keepdim=True)"),
+    ("gf.argmax(x, dim=2)",                       "torch.argmax(x, dim=2)"),
+    ("x.softmax(dim=1)",                          "x.softmax(dim=1)"),
+    ("x.log_softmax(dim=-1)",                     "x.log_softmax(dim=-1)"),
+    ("x.topk(2)",                                 "x.topk(2)"),
+    ("x.topk(2, dim=1, largest=False)",           "x.topk(2, dim=1, largest=False)"),
+    ("gf.topk(x, 3)",                             "torch.topk(x, 3)"),
+    ("gf.topk(x, 2, dim=0)[0]",                   "torch.topk(x, 2, dim=0)[0]"),
+    # shape
+    ("x.size()",                                  "x.size()"),
+    ("x.size(-1)",                                "x.size(-1)"),
+    ("x.dim()",                                   "x.dim()"),
+    ("x.numel()",                                 "x.numel()"),
+    ("gf.numel(x)",                               "torch.numel(x)"),
+    ("x.view(2, 3, -1)",                          "x.view(2, 3, -1)"),
+    ("x.view((6, 4))",                            "x.view((6, 4))"),
+    ("x.view(-1)",                                "x.view(-1)"),
+    ("x.transpose(1, 2).contiguous().view(2, -1)", "x.transpose(1, 2).contiguous().view(2, -1)"),
+    ("x.transpose(dim0=0, dim1=2)",               "x.transpose(dim0=0, dim1=2)"),
+    ("x.flatten()",                               "x.flatten()"),
+    ("x.flatten(1)",                              "x.flatten(1)"),
+    ("x.flatten(0, 1)",                           "x.flatten(0, 1)"),
+    ("x.unsqueeze(dim=1)",                        "x.unsqueeze(dim=1)"),
+    ("x[:, :1].squeeze(dim=1)",                   "x[:, :1].squeeze(dim=1)"),
+    ("x.split(3, dim=2)",                         "x.split(3, dim=2)"),
+    ("x.split([1, 2], dim=1)",                    "x.split([1, 2], dim=1)"),
+    ("gf.split(x, 1)",                            "torch.split(x, 1)"),
+    ("x.chunk(3, dim=2)",                         "x.chunk(3, dim=2)"),
+    ("x.chunk(2, 1)",                             "x.chunk(2, 1)"),
+    ("gf.cat([x, 2 * x], dim=1)",                 "torch.cat([x, 2 * x], dim=1)"),
+    ("gf.cat((x, x), 2)",                         "torch.cat((x, x), 2)"),
+    ("gf.stack([x, x.exp()], dim=-1)",            "torch.stack([x, x.exp()], dim=-1)"),
+    ("x.repeat(2, 1, 3)",                         "x.repeat(2, 1, 3)"),
+    ("x[0].repeat(2, 1, 2)",                      "x[0].repeat(2, 1, 2)"),
+    ("x.clone() * x",                             "x.clone() * x"),
+    ("x.clamp(-0.5, 0.5)",                        "x.clamp(-0.5, 0.5)"),
+    ("x.tolist()",                                "x.tolist()"),
+    # dtypes
+    ("x.float()",                                 "x.float()"),
+    ("x.float().double() * x",                    "x.float().double() * x"),
+    ("(x * 3).long()",                            "(x * 3).long()"),
+    ("(x * 3).int()",                             "(x * 3).int()"),
+    ("(x > 0).float().bool()",                    "(x > 0).float().bool()"),
+    ("(x > 0).long()",                            "(x > 0).long()"),
+    ("x.to(gf.float32)",                          "x.to(torch.float32)"),
+    ("x.to('cpu')",                               "x.to('cpu')"),
+    ("x.to(device='cpu', dtype=gf.float32)",      "x.to(device='cpu', dtype=torch.float32)"),
+    ("x.float().type_as(x)",                      "x.float().type_as(x)"),
+    ("gf.zeros(2, 3, dtype=gf.long)",             "torch.zeros(2, 3, dtype=torch.long)"),
+    ("gf.ones(2, dtype=gf.int)",                  "torch.ones(2, dtype=torch.int)"),
+    ("gf.ones(2, dtype=gf.int32)",                "torch.ones(2, dtype=torch.int32)"),
+    ("gf.ones(2, dtype=gf.float)",                "torch.ones(2, dtype=torch.float)"),
+    ("gf.ones(2, dtype=gf.double)",               "torch.ones(2, dtype=torch.double)"),
+    ("gf.ones(2, dtype=gf.float64)",              "torch.ones(2, dtype=torch.float64)"),
+    ("gf.tensor([1, 0], dtype=gf.bool)",          "torch.tensor([1, 0], dtype=torch.bool)"),
+    ("gf.tensor([3], dtype=gf.int64)",            "torch.tensor([3], dtype=torch.int64)"),
+    ("gf.arange(0, 4, dtype=gf.long)",            "torch.arange(0, 4, dtype=torch.long)"),
+    # in place, on y
+    ("y.add_(x.detach(), alpha=2)",               "y.add_(x.detach(), alpha=2)"),
+    ("y.sub_(1.5)",                               "y.sub_(1.5)"),
+    ("y.mul_(2).div_(4)",                         "y.mul_(2).div_(4)"),
+    ("y.zero_()",                                 "y.zero_()"),
+    ("y.fill_(3.0)",                              "y.fill_(3.0)"),
+    ("y.copy_(2 * x.detach())",                   "y.copy_(2 * x.detach())"),
+    ("y.copy_(x.detach()[1, 2])",                 "y.copy_(x.detach()[1, 2])"),
+    ("y.clamp_(-0.1, 0.1)",                       "y.clamp_(-0.1, 0.1)"),
+    ("y.masked_fill_(y > 0, 0.0)",                "y.masked_fill_(y > 0, 0.0)"),
+    ("masked_assignment(y)",                      "masked_assignment(y)"),
+    ("row_assignment(y)",                         "row_assignment(y)"),
+]  # fmt: skip
+
+
+def _call(code, lib, x):
+    """Evaluate a row's call with x, y = a copy of x outside the graph, and lib's names in scope."""
+    names = {"gf": gf} if lib is gf else {"torch": torch}
+    names |= {"masked_assignment": masked_assignment, "row_assignment": row_assignment}
+    return eval(code, names, {"x": x, "y": x.detach().clone()})
+
+
+def _pieces(out):
+    """An idiom's result as a flat list: tensors, numbers, shapes and lists of numbers."""
+    if isinstance(out, (tuple, list)) and out and not isinstance(out[0], (int, float, bool, list)):
+        return [p for o in out for p in _pieces(o)]
+    return [out]
+
+
+def _run(code, lib, x):
+    """The pieces of the call's result, and x's gradient after backward of sum(u_k * piece_k) over the
+    pieces in the graph (the same random u_k for both libraries)."""
+    pieces = _pieces(_call(code, lib, x))
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal(tuple(p.shape)) if hasattr(p, "shape") else None for p in pieces]
+    weights = [torch.from_numpy(w) if lib is torch and w is not None else w for w in weights]
+    terms = [(p * w).sum() for p, w in zip(pieces, weights) if w is not None and p.requires_grad]
+    if terms:
+        sum(terms[1:], terms[0]).backward()
+    return pieces, x.grad
+
+
+def _array(p, lib):
+    if lib == "torch":
+        return p.detach().numpy() if isinstance(p, torch.Tensor) else p
+    return p.data if isinstance(p, gf.Tensor) else p
+
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4))
+
+
+@needs_torch
+@pytest.mark.parametrize("ours, theirs", IDIOMS, ids=[ours for ours, _ in IDIOMS])
+def test_idiom_matches_pytorch(ours, theirs):
+    pieces, grad = _run(ours, gf, gf.tensor(X.copy(), requires_grad=True))
+    their_pieces, their_grad = _run(theirs, torch, torch.tensor(X.copy(), requires_grad=True))
+    assert len(pieces) == len(their_pieces)
+    for p, q in zip(pieces, their_pieces):
+        a, b = _array(p, "gradflow"), _array(q, "torch")
+        if isinstance(b, np.ndarray):
+            assert isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            assert_allclose(a, b, rtol=1e-6 if a.dtype == np.float32 else 1e-12, atol=1e-12)
+            assert p.requires_grad == q.requires_grad
+        else:
+            assert a == b and type(a) is type(b) or (isinstance(b, tuple) and tuple(a) == b)
+    if their_grad is None:
+        assert grad is None
+    else:
+        assert_allclose(grad, their_grad.numpy(), rtol=1e-6, atol=1e-12)
+
+
+@needs_torch
+def test_from_numpy_shares_memory_as_pytorchs_does():
+    a = np.arange(3.0)
+    t, ref = gf.from_numpy(a), torch.from_numpy(a.copy())
+    a[0] = 7.0
+    ref.numpy()[0] = 7.0
+    assert t.tolist() == ref.tolist() == [7.0, 1.0, 2.0]
+    assert t.dtype == np.float64
+
+
+# --- reductions: values and gradients by hand --------------------------------------------------
+
+M = [[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]]
+
+
+def test_max_and_min_with_dim_give_values_and_indices():
+    values, indices = leaf(M).max(dim=1)
+    assert_array_equal(values.data, [5.0, 6.0])
+    assert_array_equal(indices.data, [1, 2])
+    assert indices.dtype == np.int64 and not indices.requires_grad
+    kept = leaf(M).min(dim=0, keepdim=True)
+    assert_array_equal(kept.values.data, [[1.0, 2.0, 3.0]])
+    assert_array_equal(kept.indices.data, [[0, 1, 0]])
+
+
+def test_max_with_axis_or_positional_gives_values_only_as_numpy():
+    for result in (leaf(M).max(1), leaf(M).max(axis=1)):
+        assert isinstance(result, gf.Tensor)
+        assert_array_equal(result.data, [5.0, 6.0])
+    assert_array_equal(leaf(M).min(axis=1, keepdim=True).data, [[1.0], [2.0]])
+
+
+def test_a_tie_under_dim_sends_the_gradient_to_the_first_maximum_and_under_axis_splits_it():
+    x = leaf([[2.0, 2.0, 1.0]])
+    x.max(dim=1).values.sum().backward()
+    assert_array_equal(x.grad, [[1.0, 0.0, 0.0]])
+    y = leaf([[2.0, 2.0, 1.0]])
+    y.max(axis=1).sum().backward()
+    assert_array_equal(y.grad, [[0.5, 0.5, 0.0]])
+
+
+def test_argmax_and_argmin():
+    x = gf.tensor(M)
+    assert x.argmax().item() == 5 and x.argmin().item() == 0
+    assert_array_equal(x.argmax(dim=1).data, [1, 2])
+    assert_array_equal(gf.argmin(x, 0).data, [0, 1, 0])
+    assert_array_equal(gf.argmax(x, axis=1, keepdims=True).data, [[1], [2]])
+    assert x.argmax(dim=1).dtype == np.int64
+
+
+def test_topk_values_indices_and_gradient():
+    x = leaf([3.0, 1.0, 4.0, 1.0, 5.0])
+    values, indices = x.topk(2)
+    assert_array_equal(values.data, [5.0, 4.0])
+    assert_array_equal(indices.data, [4, 2])
+    values.sum().backward()
+    assert_array_equal(x.grad, [0.0, 0.0, 1.0, 0.0, 1.0])
+    smallest = gf.topk(x, 2, largest=False)
+    assert_array_equal(smallest.values.data, [1.0, 1.0])
+    assert_array_equal(smallest.indices.data, [1, 3])  # ties in index order
+    assert x.topk(0).values.shape == (0,)
+
+
+def test_topk_along_dim_0_of_a_matrix():
+    values, indices = gf.tensor(M).topk(1, dim=0)
+    assert_array_equal(values.data, [[4.0, 5.0, 6.0]])
+    assert_array_equal(indices.data, [[1, 0, 1]])
+
+
+def test_var_follows_the_spelling_population_for_numpy_unbiased_for_pytorch():
+    x = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, sum of squared deviations 5
+    assert gf.tensor(x).var().item() == 1.25
+    assert gf.tensor(x).var(0).item() == 1.25
+    assert gf.tensor(x).var(axis=0).item() == 1.25
+    assert gf.tensor(x).var(dim=0).item() == pytest.approx(5 / 3)
+    assert gf.tensor(x).var(dim=0, correction=0).item() == 1.25
+    assert gf.tensor(x).var(dim=0, unbiased=False).item() == 1.25
+    assert gf.tensor(x).var(unbiased=True).item() == pytest.approx(5 / 3)
+    assert gf.tensor(x).var(axis=0, ddof=1).item() == pytest.approx(5 / 3)
+
+
+def test_unbiased_var_gradient_by_hand():
+    x = leaf([1.0, 2.0, 3.0, 4.0])
+    x.var(dim=0).backward()
+    assert_allclose(x.grad, 2 * (np.array([1.0, 2.0, 3.0, 4.0]) - 2.5) / 3, rtol=1e-15)
+
+
+def test_reductions_keep_working_positionally():
+    x = gf.tensor(np.arange(24.0).reshape(2, 3, 4))
+    assert x.sum(1).shape == (2, 4) and x.mean(-1, keepdim=True).shape == (2, 3, 1)
+    assert x.sum(1, True).shape == (2, 1, 4) and x.logsumexp(0).shape == (3, 4)
+    assert_array_equal(x.sum(dim=[0, 2]).data, np.arange(24.0).reshape(2, 3, 4).sum(axis=(0, 2)))
+
+
+# --- shape ----------------------------------------------------------------------------------------
+
+
+def test_size_is_the_shape_and_size_d_one_length():
+    x = gf.zeros(2, 3)
+    assert x.size() == (2, 3) and isinstance(x.size(), tuple)
+    assert x.size(0) == 2 and x.size(-1) == 3 and x.size(-2) == 2
+    assert x.numel() == 6 and gf.numel(x) == 6 and x.dim() == 2 and gf.tensor(1.0).size() == ()
+
+
+@pytest.mark.parametrize("d", [2, -3])
+def test_size_of_an_axis_out_of_range(d):
+    with pytest.raises(
+        ValueError, match=re.escape(f"size: axis {d} is out of range for a tensor of shape (2, 3) (2 dims)")
+    ):
+        gf.zeros(2, 3).size(d)
+
+
+def test_view_in_every_form():
+    x = gf.tensor(np.arange(24.0))
+    assert x.view(2, 3, -1).shape == (2, 3, 4)
+    assert x.view((2, 3, 4)).shape == (2, 3, 4)
+    assert x.view([6, -1]).shape == (6, 4)
+    assert x.view(2, 3, 4).view(-1).shape == (24,)
+
+
+def test_view_of_a_transposed_tensor_copies_where_pytorch_would_refuse():
+    a = np.arange(6.0).reshape(2, 3)
+    assert_array_equal(gf.tensor(a).T.view(-1).data, a.T.reshape(-1))
+
+
+def test_view_errors_name_view():
+    with pytest.raises(
+        ValueError, match=re.escape("view: cannot reshape a tensor of shape (2, 3) (6 elements) into shape (4, -1)")
+    ):
+        gf.zeros(2, 3).view(4, -1)
+    with pytest.raises(TypeError, match=re.escape("view: shape entries must be ints, got (2.0, 3)")):
+        gf.zeros(2, 3).view(2.0, 3)
+
+
+def test_flatten_shapes():
+    x = gf.zeros(2, 3, 4, 5)
+    assert x.flatten().shape == (120,) and x.flatten(1).shape == (2, 60)
+    assert x.flatten(1, 2).shape == (2, 12, 5) and x.flatten(-2).shape == (2, 3, 20)
+    assert gf.tensor(3.0).flatten().shape == (1,)
+    with pytest.raises(ValueError, match=re.escape("flatten: start_dim 2 comes after end_dim 1 in shape (2, 3, 4, 5)")):
+        x.flatten(2, 1)
+
+
+def test_split_and_chunk_piece_sizes_follow_pytorch():
+    def sizes(pieces):
+        return [p.shape[0] for p in pieces]
+
+    x = gf.zeros(6)
+    assert sizes(x.chunk(4)) == [2, 2, 2]  # ceil(6 / 4) = 2 each: fewer pieces than asked
+    assert sizes(gf.zeros(5).chunk(3)) == [2, 2, 1]
+    assert sizes(gf.zeros(2).chunk(5)) == [1, 1]
+    assert sizes(gf.zeros(0).chunk(3)) == [0, 0, 0]
+    assert sizes(x.split(4)) == [4, 2] and sizes(x.split([1, 5])) == [1, 5]
+    assert sizes(gf.zeros(0).split(2)) == [0]
+    q, k, v = gf.zeros(2, 9).split(3, dim=1)
+    assert q.shape == k.shape == v.shape == (2, 3)
+    assert isinstance(x.split(2), tuple) and isinstance(x.chunk(2), tuple)
+
+
+def test_chunk_with_a_bad_count():
+    with pytest.raises(ValueError, match=re.escape("chunk: chunks must be a positive integer, got 0")):
+        gf.zeros(4).chunk(0)
+
+
+def test_repeat_tiles_as_numpy_tile():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    assert_array_equal(gf.tensor(a).repeat(2, 3).data, np.tile(a, (2, 3)))
+    assert_array_equal(gf.tensor(a).repeat(2, 1, 2).data, np.tile(a, (2, 1, 2)))
+    assert_array_equal(gf.tensor([1, 2]).repeat(2).data, [1, 2, 1, 2])
+    assert gf.tensor(a).repeat(0, 1).shape == (0, 2)
+
+
+def test_repeat_gradient_sums_over_the_copies():
+    x = leaf([1.0, 2.0])
+    u = np.array([1.0, 10.0, 100.0, 1000.0, 1e4, 1e5])
+    x.repeat(3).backward(u)
+    assert_array_equal(x.grad, [1.0 + 100.0 + 1e4, 10.0 + 1000.0 + 1e5])
+
+
+def test_repeat_with_fewer_sizes_than_axes():
+    with pytest.raises(
+        ValueError, match=re.escape("repeat: sizes (2,) must be non-negative, at least one per axis of shape (2, 3)")
+    ):
+        gf.zeros(2, 3).repeat(2)
+
+
+def test_contiguous_is_the_tensor_itself_when_already_in_row_major_order():
+    x = leaf(np.arange(6.0).reshape(2, 3))
+    assert x.contiguous() is x
+    t = x.T
+    c = t.contiguous()
+    assert c is not t and c.data.flags.c_contiguous and not t.data.flags.c_contiguous
+    assert_array_equal(c.data, np.arange(6.0).reshape(2, 3).T)
+    c.backward(np.arange(6.0).reshape(3, 2))
+    assert_array_equal(x.grad, np.arange(6.0).reshape(3, 2).T)
+
+
+def test_clone_has_memory_of_its_own_and_passes_the_gradient_back():
+    x = leaf([1.0, 2.0])
+    y = x.clone()
+    assert not np.shares_memory(y.data, x.data) and y.grad_fn is not None
+    (y * y).sum().backward()
+    assert_array_equal(x.grad, [2.0, 4.0])
+    z = gf.tensor([1.0, 2.0]).clone()
+    z[0] = 5.0
+    assert z.tolist() == [5.0, 2.0]
+
+
+def test_tolist_and_dim():
+    assert gf.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert gf.tensor(2.5).tolist() == 2.5 and gf.tensor(2.5).dim() == 0
+
+
+# --- dtype conversions --------------------------------------------------------------------------
+
+
+def test_float_casts_keep_the_gradient_and_cast_it_back():
+    x = gf.tensor(np.array([0.1, 0.2], dtype=np.float32), requires_grad=True)
+    y = x.double()
+    assert y.dtype == np.float64 and y.grad_fn is not None
+    w = np.array([1 / 3, 2 / 3])
+    (y * w).sum().backward()
+    assert x.grad.dtype == np.float32
+    assert_array_equal(x.grad, w.astype(np.float32))
+
+
+def test_integer_and_bool_targets_are_outside_the_graph():
+    x = leaf([1.7, -1.7, 0.0])
+    for y, dtype, values in [
+        (x.long(), np.int64, [1, -1, 0]),
+        (x.int(), np.int32, [1, -1, 0]),
+        (x.bool(), np.bool_, [True, True, False]),
+        (x.to(gf.long), np.int64, [1, -1, 0]),
+    ]:
+        assert y.dtype == dtype and not y.requires_grad and y.grad_fn is None
+        assert y.tolist() == values
+
+
+def test_converting_to_its_own_dtype_or_to_the_cpu_is_the_tensor_itself():
+    x = gf.zeros(2)
+    assert x.float() is x and x.to(gf.float32) is x and x.to("cpu") is x and x.to(device="cpu") is x
+    assert x.type_as(gf.ones(3)) is x
+    assert gf.tensor([1, 2]).to(gf.float64).dtype == np.float64
+    assert gf.tensor([1, 2]).float().dtype == np.float32  # not the default dtype: float is 32-bit
+
+
+def test_dtype_names():
+    assert gf.float is gf.float32 and gf.double is gf.float64 and gf.long is gf.int64 and gf.int is gf.int32
+    assert gf.float32 == np.float32 and gf.int64 == np.int64 and gf.bool == np.bool_
+    assert np.zeros(2, dtype=gf.long).dtype == np.int64
+    assert not hasattr(gf, "float16")  # gradients are checked in float32 and float64 only
+
+
+def test_float_casts_gradcheck_through_float32_with_a_wider_step():
+    """y = float(x) rounds x + eps to float32's 24 bits, so central differences with eps 1e-6 are off by
+    up to 6%; y is linear in x, so a wide eps is exact up to that rounding (1e-7 / 1e-2)."""
+    w = gf.tensor(np.array([[0.5, -2.0, 3.0], [1.0, 0.25, -1.0]]))
+    x = leaf(np.random.default_rng(0).standard_normal((2, 3)))
+    assert gf.gradcheck(lambda x: x.float().double() * w, x, eps=1e-2, rtol=1e-5)
+    assert gf.gradcheck(lambda x: x.to(gf.float32).type_as(w) * w, x, eps=1e-2, rtol=1e-5)
+
+
+def test_to_another_device_or_a_dtype_gradflow_does_not_hold():
+    with pytest.raises(ValueError, match=re.escape("to: gradflow runs on numpy on the CPU; there is no device 'cuda'")):
+        gf.zeros(2).to("cuda")
+    with pytest.raises(ValueError, match=re.escape("to: gradflow runs on numpy on the CPU; there is no device 'mps'")):
+        gf.zeros(2).to(device="mps")
+    with pytest.raises(
+        TypeError, match=re.escape("to: gradflow's tensors hold float32, float64, integers or bool, not float16")
+    ):
+        gf.zeros(2).to(np.float16)
+    with pytest.raises(
+        TypeError, match=re.escape("to: 3.5 is not a dtype; use gf.float32, gf.float64, gf.int64, gf.bool, ...")
+    ):
+        gf.zeros(2).to(3.5)
+
+
+# --- gradients by finite differences, in float64 -------------------------------------------------
+
+GRADCHECKS = {
+    "clone": lambda x: x.clone() * x,
+    "contiguous": lambda x: x.transpose(0, 2).contiguous() * 2,
+    "flatten": lambda x: x.flatten(1) ** 2,
+    "view": lambda x: x.view(4, -1).exp(),
+    "split": lambda x: x.split([1, 2], dim=1)[1] * x.split(2, dim=2)[0].sum(),
+    "chunk": lambda x: x.chunk(3, dim=-1)[0] * x.chunk(2)[1][..., :2],
+    "repeat": lambda x: x.repeat(2, 1, 1, 3).tanh(),
+    "topk values": lambda x: x.topk(2, dim=1).values ** 2,
+    "max(dim=) values": lambda x: x.max(dim=2, keepdim=True).values * x,
+    "var(dim=)": lambda x: x.var(dim=(0, 2)),
+}
+
+
+@pytest.mark.parametrize("name", GRADCHECKS)
+def test_gradcheck(name):
+    x = leaf(np.random.default_rng(1).standard_normal((2, 3, 4)))
+    assert gf.gradcheck(GRADCHECKS[name], x)
+
+
+# --- both spellings at once ----------------------------------------------------------------------
+
+BOTH = [
+    ("sum", "axis", lambda x: x.sum(axis=1, dim=1)),
+    ("sum", "keepdims", lambda x: x.sum(1, keepdims=True, keepdim=True)),
+    ("mean", "axis", lambda x: x.mean(axis=0, dim=0)),
+    ("var", "axis", lambda x: x.var(axis=0, dim=0)),
+    ("var", "ddof", lambda x: x.var(ddof=1, correction=1)),
+    ("max", "axis", lambda x: x.max(axis=1, dim=1)),
+    ("max", "keepdims", lambda x: x.max(dim=1, keepdims=True, keepdim=True)),
+    ("min", "axis", lambda x: x.min(axis=1, dim=1)),
+    ("logsumexp", "axis", lambda x: x.logsumexp(axis=1, dim=1)),
+    ("argmax", "axis", lambda x: x.argmax(axis=1, dim=1)),
+    ("argmin", "keepdims", lambda x: x.argmin(1, keepdims=True, keepdim=True)),
+    ("softmax", "axis", lambda x: x.softmax(axis=1, dim=1)),
+    ("log_softmax", "axis", lambda x: x.log_softmax(axis=1, dim=1)),
+    ("squeeze", "axis", lambda x: x.squeeze(axis=0, dim=0)),
+    ("unsqueeze", "axis", lambda x: x.unsqueeze(axis=0, dim=0)),
+    ("transpose", "axis0", lambda x: x.transpose(0, 1, dim0=0)),
+    ("topk", "axis", lambda x: x.topk(1, axis=0, dim=0)),
+    ("split", "axis", lambda x: x.split(1, axis=0, dim=0)),
+    ("chunk", "axis", lambda x: x.chunk(2, axis=0, dim=0)),
+    ("cat", "axis", lambda x: gf.cat([x, x], axis=0, dim=0)),
+    ("stack", "axis", lambda x: gf.stack([x, x], axis=0, dim=0)),
+    ("split", "axis", lambda x: gf.split(x, 1, axis=1, dim=1)),
+    ("topk", "axis", lambda x: gf.topk(x, 1, axis=1, dim=1)),
+    ("argmax", "axis", lambda x: gf.argmax(x, axis=1, dim=1)),
+]
+TORCH_NAME = {"axis": "dim", "keepdims": "keepdim", "ddof": "correction", "axis0": "dim0"}
+
+
+@pytest.mark.parametrize("op, numpy_name, call", BOTH, ids=[f"{op}-{name}-{i}" for i, (op, name, _) in enumerate(BOTH)])
+def test_giving_both_spellings_is_an_error_naming_the_op(op, numpy_name, call):
+    message = f"{op}: give {numpy_name}= (numpy's name) or {TORCH_NAME[numpy_name]}= (PyTorch's), not both"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        call(gf.ones(1, 2))
+
+
+def test_other_argument_errors():
+    with pytest.raises(TypeError, match=re.escape("var: give correction= or unbiased=, not both")):
+        gf.ones(3).var(correction=1, unbiased=True)
+    with pytest.raises(
+        TypeError, match=re.escape("max: dim=(0, 1) gives values and indices along one axis; for several, use axis=")
+    ):
+        gf.ones(2, 3).max(dim=(0, 1))
+    with pytest.raises(TypeError, match=re.escape("unsqueeze: give the position of the new axis, e.g. x.unsqueeze(0)")):
+        gf.ones(2).unsqueeze()
+    with pytest.raises(TypeError, match=re.escape("transpose: give the two axes to swap, e.g. x.transpose(1, 2)")):
+        gf.ones(2, 3).transpose(0)
+    with pytest.raises(
+        ValueError, match=re.escape("topk: k must be an integer from 0 to 3, the size of axis 1 of shape (2, 3); got 4")
+    ):
+        gf.ones(2, 3).topk(4)
+    with pytest.raises(ValueError, match=re.escape("argmax: axis 0 of shape (0, 3) is empty")):
+        gf.zeros(0, 3).argmax(dim=0)
+    with pytest.raises(ValueError, match=re.escape("max: axis 1 of shape (2, 0) is empty")):
+        gf.zeros(2, 0).max(dim=1)
+    message = (
+        "var: 1 element(s) along axis (0,) of shape (1,) leave nothing to divide by with ddof 1 "
+        "(the variance divides by N - ddof)"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        gf.ones(1).var(dim=0)
+
+
+# --- in place ------------------------------------------------------------------------------------
+
+
+def test_in_place_forms_compute_their_out_of_place_twins():
+    x = gf.tensor([1.0, -2.0, 3.0])
+    assert x.add_(gf.tensor([1.0, 1.0, 1.0]), alpha=2) is x
+    assert x.tolist() == [3.0, 0.0, 5.0]
+    assert x.sub_(1).mul_(2).div_(4).tolist() == [1.0, -0.5, 2.0]
+    assert x.clamp_(max=1.5).tolist() == [1.0, -0.5, 1.5]
+    assert x.masked_fill_(np.array([True, False, False]), 9).tolist() == [9.0, -0.5, 1.5]
+    assert x.fill_(2).tolist() == [2.0, 2.0, 2.0] and x.zero_().tolist() == [0.0, 0.0, 0.0]
+    assert x.copy_(np.array([4.0, 5.0, 6.0])).tolist() == [4.0, 5.0, 6.0]
+    x[x > 4.5] = -1.0
+    assert x.tolist() == [4.0, -1.0, -1.0] and x.dtype == np.float32
+
+
+def test_every_in_place_change_counts_in_the_version():
+    x = gf.zeros(3)
+    x.add_(1).mul_(2)
+    x[0] = 5.0
+    with gf.no_grad():
+        x.normal_()
+    assert x.version == 4
+
+
+def test_an_assignment_converts_as_pytorch_and_arithmetic_refuses_a_wider_kind():
+    ids = gf.tensor([1, 2, 3])
+    ids[0] = 7.9
+    ids.fill_(True)
+    assert ids.tolist() == [1, 1, 1] and ids.dtype == np.int64
+    with pytest.raises(TypeError, match=re.escape(
+        "add_: the result is float32 and cannot be written into a int64 tensor in place; "
+        "convert the tensor first (e.g. x = x.float())"
+    )):  # fmt: skip
+        ids.add_(0.5)
+
+
+def test_weight_init_under_no_grad_draws_from_gradflows_generator():
+    w = gf.zeros(2000, requires_grad=True)
+    with gf.no_grad():
+        gf.manual_seed(3)
+        w.normal_(0.0, 0.02)
+        first = w.data.copy()
+        gf.manual_seed(3)
+        w.normal_(0.0, 0.02)
+    assert_array_equal(w.data, first)
+    assert abs(w.data.mean()) < 0.002 and abs(w.data.std() - 0.02) < 0.002
+    with gf.no_grad():
+        w.uniform_(-0.5, 0.5)
+    assert w.data.min() >= -0.5 and w.data.max() < 0.5 and abs(w.data.mean()) < 0.03
+
+
+def test_an_in_place_change_on_a_leaf_that_requires_grad_is_refused_outside_no_grad():
+    w = gf.zeros(3, requires_grad=True)
+    w.name = "w"
+    with pytest.raises(RuntimeError) as e:
+        w.normal_()
+    assert str(e.value) == (
+        "normal_: w of shape (3,) is a leaf that requires grad, and an in-place change would be hidden from "
+        "backward; to update it (an optimizer's step, a weight init), wrap it in `with gf.no_grad():`"
+    )
+    assert w.version == 0
+
+
+def test_an_in_place_change_of_an_output_in_the_graph_is_refused():
+    y = gf.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError) as e:
+        y.add_(1)
+    assert str(e.value) == (
+        "add_: a tensor of shape (2,) is the output of mul in the graph being recorded, and gradflow does not "
+        "record in-place changes; write it out of place (x = x + y for x.add_(y), x = x.masked_fill(m, v) for "
+        "x.masked_fill_(m, v))"
+    )
+
+
+def test_writing_a_value_that_requires_grad_in_place_is_refused():
+    with pytest.raises(RuntimeError) as e:
+        gf.zeros(2).copy_(gf.ones(2, requires_grad=True))
+    assert str(e.value) == (
+        "copy_: the value written requires grad, and an in-place change is not recorded in the graph; write it "
+        "out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
+    )
+
+
+def test_in_place_on_read_only_memory_and_with_a_wrong_shape_or_value():
+    with pytest.raises(ValueError, match=re.escape(
+        "fill_: the memory of a tensor of shape (2, 3), a view of a tensor of shape (3,) is read-only (an expand()ed "
+        "tensor, or a read-only numpy array); change a copy of it instead (x = x.clone())"
+    )):  # fmt: skip
+        gf.zeros(3).expand(2, 3).fill_(1.0)
+    with pytest.raises(ValueError, match=re.escape(
+        "copy_: a value of shape (2, 3) does not fit into shape (3,) (an in-place change keeps the tensor's shape)"
+    )):  # fmt: skip
+        gf.zeros(3).copy_(np.ones((2, 3)))
+    with pytest.raises(TypeError, match=re.escape("fill_: value must be a number, got list of shape (2,)")):
+        gf.zeros(3).fill_([1, 2])
+    with pytest.raises(ValueError, match=re.escape("normal_: std must be non-negative, got -1")):
+        gf.zeros(3).normal_(0, -1)
+    with pytest.raises(ValueError, match=re.escape("uniform_: low 1 is greater than high 0")):
+        gf.zeros(3).uniform_(1, 0)
+
+
+def test_backward_refuses_an_input_changed_in_place_after_the_forward_pass():
+    w = gf.ones(3, requires_grad=True)
+    w.name = "w"
+    loss = (w * w).sum()
+    with gf.no_grad():
+        w.mul_(2)
+    with pytest.raises(
+        RuntimeError, match=re.escape("backward: mul's saved input 0 (w of shape (3,)) was modified in place")
+    ):
+        loss.backward()
+
+
+def test_backward_refuses_a_saved_output_changed_in_place():
+    y = gf.tensor([0.0, 1.0], requires_grad=True).exp()  # exp's backward reads its output
+    with gf.no_grad():
+        y.zero_()
+    with pytest.raises(RuntimeError, match=re.escape(
+        "backward: exp's saved output (a tensor of shape (2,)) was modified in place after the forward pass "
+        "(version 0, now 1)"
+    )):  # fmt: skip
+        y.sum().backward()
+
+
+def test_a_view_made_outside_the_graph_counts_in_its_base():
+    w = gf.ones(3, requires_grad=True)
+    loss = (w * w).sum()
+    with gf.no_grad():
+        w[0].zero_()  # a view of w's memory
+    assert w.version == 1 and w.data[0] == 0.0
+    with pytest.raises(RuntimeError, match="^backward: mul's saved input 0"):
+        loss.backward()
+
+
+# --- random draws and numpy ----------------------------------------------------------------------
+
+
+def test_multinomial_draws_by_weight_from_gradflows_generator():
+    gf.manual_seed(0)
+    probs = gf.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.0, 0.0, 2.0]])
+    ids = gf.multinomial(probs, 20000, replacement=True)
+    assert ids.shape == (2, 20000) and ids.dtype == np.int64
+    assert_allclose(np.bincount(ids.data[0], minlength=4) / 20000, [0.1, 0.0, 0.6, 0.3], atol=0.015)
+    assert (ids.data[1] == 3).all()  # weights need not sum to 1
+    gf.manual_seed(0)
+    assert_array_equal(gf.multinomial(probs, 20000, replacement=True).data, ids.data)
+
+
+def test_multinomial_without_replacement_draws_each_category_once():
+    gf.manual_seed(1)
+    ids = gf.multinomial(gf.tensor([0.2, 0.3, 0.5]), 3)
+    assert ids.shape == (3,) and sorted(ids.tolist()) == [0, 1, 2]
+
+
+def test_multinomial_refusals():
+    with pytest.raises(ValueError, match=re.escape(
+        "multinomial: cannot draw 2 samples without replacement from a row with 1 nonzero weights "
+        "(pass replacement=True to draw one more than once)"
+    )):  # fmt: skip
+        gf.multinomial(gf.tensor([0.0, 1.0]), 2)
+    with pytest.raises(ValueError, match=re.escape("multinomial: probs must be finite and non-negative")):
+        gf.multinomial(gf.tensor([-0.1, 1.0]), 1)
+    with pytest.raises(
+        ValueError, match=re.escape("multinomial: a row of probs is all zeros: there is nothing to draw")
+    ):
+        gf.multinomial(gf.tensor([[0.0, 0.0]]), 1)
+    with pytest.raises(
+        ValueError, match=re.escape("multinomial: probs must be a vector or rows of weights, got shape (1, 1, 2)")
+    ):
+        gf.multinomial(gf.ones(1, 1, 2), 1)
+    with pytest.raises(ValueError, match=re.escape("multinomial: num_samples must be a positive integer, got 0")):
+        gf.multinomial(gf.ones(2), 0)
+
+
+def test_randint_in_both_forms():
+    gf.manual_seed(0)
+    a = gf.randint(3, 7, (1000,))
+    assert a.dtype == np.int64 and a.shape == (1000,) and set(a.tolist()) == {3, 4, 5, 6}
+    b = gf.randint(5, (2, 3))
+    assert b.shape == (2, 3) and b.data.min() >= 0 and b.data.max() < 5
+    gf.manual_seed(0)
+    assert_array_equal(gf.randint(3, 7, size=(1000,)).data, a.data)
+    with pytest.raises(ValueError, match=re.escape("randint: low 3 must be less than high 3")):
+        gf.randint(3, 3, (2,))
+    with pytest.raises(TypeError, match=re.escape("randint: give the shape to draw, e.g. gf.randint(0, 10, (3,))")):
+        gf.randint(3, 7)
+
+
+def test_from_numpy_shares_memory_and_keeps_the_dtype():
+    a = np.arange(4, dtype=np.int32)
+    t = gf.from_numpy(a)
+    t[0] = 9
+    assert a[0] == 9 and t.dtype == np.int32
+    with pytest.raises(TypeError, match=re.escape("from_numpy: expected a numpy array, got list")):
+        gf.from_numpy([1, 2])
+
+
+# --- save and load -------------------------------------------------------------------------------
+
+
+def _trained():
+    gf.manual_seed(0)
+    model = gf.nn.Linear(3, 2)
+    opt = gf.optim.AdamW(model.parameters(), lr=0.1)
+    model(gf.randn(4, 3)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def _same(a, b):
+    """Equal structure, types and values (arrays compared element by element, with their dtype)."""
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, (np.ndarray, gf.Tensor)):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert_array_equal(np.asarray(a), np.asarray(b))
+        if isinstance(a, gf.Tensor):
+            assert a.requires_grad == b.requires_grad
+    else:
+        assert a == b
+
+
+def test_save_and_load_a_training_state(tmp_path):
+    model, opt = _trained()
+    state = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "iter_num": 5,
+        "best_val_loss": 1.25,
+        "config": {"n_layer": 2, "name": "baby", "bias": True, "dropout": None, "betas": (0.9, 0.95)},
+        "ids": gf.tensor([[1, 2, 3]]),
+        "mask": np.array([True, False]),
+        "w": gf.randn(2, 3, requires_grad=True),
+        "w transposed": gf.randn(3, 2).T,
+        "scalar": gf.tensor(2.5),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+        "list": [gf.ones(2), 3, "three"],
+    }
+    gf.save(state, tmp_path / "ckpt.safetensors")
+    back = gf.load(tmp_path / "ckpt.safetensors")
+    _same(state, back)
+    fresh_model, fresh_opt = gf.nn.Linear(3, 2), gf.optim.AdamW(gf.nn.Linear(3, 2).parameters(), lr=0.1)
+    fresh_model.load_state_dict(back["model"])
+    fresh_opt.load_state_dict(back["optimizer"])
+    assert_array_equal(fresh_model.weight.data, model.weight.data)
+
+
+def test_save_and_load_a_bare_tensor_and_a_bare_array(tmp_path):
+    gf.save(gf.tensor([1.0, 2.0], requires_grad=True), tmp_path / "t")
+    t = gf.load(tmp_path / "t")
+    assert isinstance(t, gf.Tensor) and t.requires_grad and t.tolist() == [1.0, 2.0] and t.dtype == np.float32
+    gf.save(np.arange(3), tmp_path / "a")
+    assert_array_equal(gf.load(tmp_path / "a"), np.arange(3))
+
+
+def test_a_saved_file_is_plain_safetensors_with_the_arrays_under_their_paths(tmp_path):
+    from safetensors.numpy import load_file
+
+    model, opt = _trained()
+    gf.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, tmp_path / "f")
+    arrays = load_file(tmp_path / "f")
+    assert sorted(arrays) == ["model/bias", "model/weight", "optimizer/state/0/m", "optimizer/state/0/v",
+                              "optimizer/state/1/m", "optimizer/state/1/v"]  # fmt: skip
+    assert_array_equal(arrays["model/weight"], model.weight.data)
+
+
+def test_saving_replaces_the_file_whole_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "f"
+    gf.save({"step": 1}, path)
+    with pytest.raises(TypeError):
+        gf.save({"step": 2, "bad": object()}, path)
+    assert gf.load(path) == {"step": 1}
+    gf.save({"step": 3}, path)
+    assert gf.load(path) == {"step": 3} and os.listdir(tmp_path) == ["f"]
+
+
+def test_what_cannot_be_saved_is_named_by_its_place(tmp_path):
+    with pytest.raises(TypeError, match=re.escape(
+        "save: cannot store a set at obj['config']['tags']: gf.save takes tensors, numpy arrays, dicts, lists and "
+        "tuples of them, numbers, strings, bools and None"
+    )):  # fmt: skip
+        gf.save({"config": {"tags": {"a"}}}, tmp_path / "f")
+    with pytest.raises(
+        TypeError, match=re.escape("save: the dict at obj['x'] has a key 1.5; keys must be strings or ints")
+    ):
+        gf.save({"x": {1.5: 0}}, tmp_path / "f")
+    with pytest.raises(
+        TypeError, match=re.escape("save: the array at obj['c'] holds complex128, not numbers or bools")
+    ):
+        gf.save({"c": np.ones(2, dtype=complex)}, tmp_path / "f")
+    with pytest.raises(
+        ValueError, match=re.escape("save: two arrays would be stored as 'a/b'; one is at obj['a']['b']: rename a key")
+    ):
+        gf.save({"a/b": np.ones(1), "a": {"b": np.ones(1)}}, tmp_path / "f")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"save: the folder {tmp_path / 'no'} does not exist")):
+        gf.save({}, tmp_path / "no" / "f")
+
+
+def test_keys_that_look_like_gradflows_own_markers_survive(tmp_path):
+    obj = {"__tensor__": "not a tensor", "__dict__": [1], 3: {"__tuple__": (1, 2)}}
+    gf.save(obj, tmp_path / "f")
+    _same(gf.load(tmp_path / "f"), obj)
+
+
+def test_loading_what_gf_save_did_not_write_is_one_error_naming_the_file(tmp_path):
+    from safetensors.numpy import save_file
+
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00" * 4 + b"not a safetensors file at all")
+    with pytest.raises(ValueError, match=f"^load: {re.escape(str(junk))} is not a file written by gf.save"):
+        gf.load(junk)
+    other = tmp_path / "other.safetensors"
+    save_file({"w": np.ones(2)}, other)
+    with pytest.raises(ValueError, match=re.escape(
+        f"load: {other} is not a file written by gf.save (a safetensors file without gradflow's description; "
+        "safetensors.numpy.load_file reads it)"
+    )):  # fmt: skip
+        gf.load(other)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"load: there is no file {tmp_path / 'missing'}")):
+        gf.load(tmp_path / "missing")
