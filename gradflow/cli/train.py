@@ -3,10 +3,20 @@
 With no arguments it trains the char-level "baby GPT" (4 layers, 4 heads, 128 wide, context 64)
 on the built-in corpus (the documentation text CPython ships in pydoc_data), prints a sample at
 every evaluation, and leaves a checkpoint, metrics.jsonl and loss.png in out/.
+
+On more cores or machines, each step's batch is shared out among MPI ranks (gradflow.training.
+distributed): `gradflow train --processes N ...` runs `mpiexec -n N python -m gradflow train ...
+--distributed`, and each rank runs the command with --distributed. Rank 0 alone prints; an error
+on any rank ends them all, in one line that names the rank.
 """
 
+import contextlib
 import hashlib
+import os
+import signal
 import stat
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -22,7 +32,17 @@ from gradflow.engine.rng import manual_seed
 from gradflow.inference import generate
 from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
 from gradflow.training.checkpoint import load_checkpoint
-from gradflow.training.trainer import TrainConfig, Trainer, check_config, check_fresh, flag, resume_config
+from gradflow.training.distributed import RankError, agree, first_line, mpiexec, world
+from gradflow.training.trainer import (
+    TrainConfig,
+    Trainer,
+    TrainingDiverged,
+    check_config,
+    check_fresh,
+    check_parallel,
+    flag,
+    resume_config,
+)
 
 
 def read_data(path):
@@ -73,10 +93,8 @@ def _fresh_run(args, given):
 
 def _resumed_run(args, given):
     """The run saved in --out-dir, with the flags that may change applied and the others refused."""
-    path = Path(given["out_dir"]) / "ckpt.npz"
-    if not path.exists():
-        raise FileNotFoundError(f"--resume: {path} does not exist; start a new run without --resume")
-    ckpt = load_checkpoint(path)
+    ckpt = _saved(given)
+    path = ckpt.path
     model = model_from_meta(ckpt)
     described = ckpt.meta["model"]
     for name, config_name in CONFIG_NAMES[described["type"]].items():
@@ -113,6 +131,94 @@ def run_train(args):
     given["out_dir"] = given.get("out_dir", TrainConfig.out_dir)
     given["detect_anomaly"] = args.detect_anomaly or None
     given = {k: v for k, v in given.items() if v is not None}
+    if args.distributed:
+        return _run_rank(args, given)
+    processes = _planned(args, given).processes
+    if processes > 1:
+        return _launch(args, processes)
+    trainer = _prepare(args, given)
+    return _finish(trainer)
+
+
+def _planned(args, given):
+    """The run's TrainConfig as the flags (and, resuming, the checkpoint) make it, checked."""
+    if args.resume:
+        config, _ = resume_config(_saved(given).meta.get("train_config"), given, spell=flag)
+    else:
+        config = TrainConfig(**given)
+    check_config(config, spell=flag)
+    check_parallel(config)
+    return config
+
+
+def _saved(given):
+    """The checkpoint --resume continues."""
+    path = Path(given["out_dir"]) / "ckpt.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"--resume: {path} does not exist; start a new run without --resume")
+    return load_checkpoint(path)
+
+
+def _launch(args, processes):
+    """This command as `processes` MPI ranks: mpiexec -n <processes> python -m gradflow train <its flags> --distributed.
+
+    Ctrl-C reaches mpiexec, which passes it on to every rank: they stop together and rank 0 saves."""
+    command = [mpiexec(), "-n", str(processes), sys.executable, "-m", "gradflow", "train", *_flags(args)]
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the ranks decide how to stop, not this process
+    try:
+        code = subprocess.run([*command, "--distributed"]).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def _flags(args):
+    """The command line that gives `args` again: every train flag is named after its destination."""
+    flags = []
+    for name, value in vars(args).items():
+        if name in ("command", "run") or value is None or value is False:
+            continue
+        flags += [flag(name)] if value is True else [flag(name), str(value)]
+    return flags
+
+
+def _run_rank(args, given):
+    """One rank of an MPI job. Rank 0 alone prints. A failure that every rank meets together (the
+    setup, a shard's error, divergence) is raised on every rank, and rank 0 prints it; one that a
+    rank meets alone ends the whole job, in one line naming the rank (else the others wait forever)."""
+    comm = world()
+    if comm.Get_size() == 1 and given.get("processes", 1) == 1:
+        print("--distributed: this process runs alone (not under mpiexec): training in one process", flush=True)
+    if comm.Get_rank() > 0:  # to the end of the process: the error main() prints is rank 0's to print
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
+    trainer = agree(comm, lambda: _prepare(args, given, distributed=True))
+    with _ends_every_rank(comm):
+        return _finish(trainer)
+
+
+@contextlib.contextmanager
+def _ends_every_rank(comm):
+    """An error raised on this rank alone: its one line, then MPI_Abort, which ends every rank.
+    RankError and TrainingDiverged are raised by every rank at the same step, so they go on."""
+    try:
+        yield
+    except (RankError, TrainingDiverged):
+        raise
+    except BaseException as error:
+        if comm.Get_size() == 1:
+            raise
+        interrupted = isinstance(error, KeyboardInterrupt)  # a second Ctrl-C, which every rank is given
+        if comm.Get_rank() == 0 or not interrupted:
+            said = first_line(error).removeprefix("train: ")
+            said = "interrupted" if interrupted else f"rank {comm.Get_rank()}: {said}"
+            print(f"gradflow train: {said}", file=sys.__stderr__, flush=True)
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, 2)  # MPI's own report of the abort would follow the line above
+        comm.Abort(130 if interrupted else 1)
+
+
+def _prepare(args, given, distributed=False):
+    """The Trainer of the run the flags ask for: a fresh one, or the one saved in --out-dir."""
     if args.resume:
         config, model, tokenizer, text, meta = _resumed_run(args, given)
     else:
@@ -132,14 +238,21 @@ def run_train(args):
         print(f"--- sample at step {step} ---\n{sample}\n---", flush=True)
 
     on_eval = show_sample if args.sample_tokens else None
-    trainer = Trainer(model, train_ids, val_ids, config, meta=meta, on_eval=on_eval, overwrite=args.overwrite)
+    trainer = Trainer(
+        model, train_ids, val_ids, config, meta=meta, on_eval=on_eval, overwrite=args.overwrite, distributed=distributed
+    )
     if args.resume:
         trainer.resume()
+    return trainer
+
+
+def _finish(trainer):
+    """Train, and say where the run ended."""
     history = trainer.fit()
     if history:
         last = history[-1]  # the last evaluation: after a Ctrl-C, earlier than the step reached
         val = f"val loss {last['val_loss']:.4f} at step {last['step']}"
-        print(f"done at step {trainer.step}: {val}; {config.out_dir}/loss.png")
+        print(f"done at step {trainer.step}: {val}; {trainer.config.out_dir}/loss.png")
     return 0
 
 
@@ -171,6 +284,12 @@ def add_command(sub):
         "intervals and processes may change)",
     )
     train.add_argument("--overwrite", action="store_true", help="start a new run over the checkpoint in --out-dir")
+    train.add_argument(
+        "--distributed",
+        action="store_true",
+        help="run as one rank of an MPI job: mpiexec -n N gradflow train --distributed ... (--processes N "
+        "starts that job itself; mpiexec -f hosts spreads it over machines)",
+    )
     train.add_argument(
         "--detect-anomaly",
         action="store_true",

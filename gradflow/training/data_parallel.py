@@ -1,19 +1,25 @@
-"""Data parallelism over processes: each process computes the gradient of its shard of the batch.
+"""Data parallelism: each process computes the gradient of its shard of the batch, and the shards' sum is the batch's.
 
 The loss of a batch of n rows is the mean of its rows' losses, so cut into shards of n_s rows
 
     L = sum_s (n_s / n) L_s        and so        dL/dtheta = sum_s (n_s / n) dL_s/dtheta
 
-Each process runs forward and backward on its own shard with the same weights, and the shards'
-gradients are summed (what multi-GPU training calls an all-reduce). The sum is the whole batch's
+Each process runs forward and backward on its own shard with the same weights, its loss scaled by
+n_s / n, and the shards' gradients are summed (an all-reduce). The sum is the whole batch's
 gradient, up to float rounding, as long as every row has the same number of counted targets (true
-of language-model batches, where every position has a target).
+of language-model batches, where every position has a target). The shards are shards(n, parts),
+the same cut wherever the processes run; shard s draws its dropout masks from a generator seeded
+with the s-th of shard_seeds(parts), drawn from gradflow's generator, which so advances the same
+way in every process and is the one state a checkpoint needs to save.
 
 Why processes and not threads: numpy runs LayerNorm, GELU, softmax and the rest on one core, and
 Python threads running them side by side keep waiting for each other at every call (the GIL):
 measured on 2 cores, two threads made a baby-GPT step no faster. Processes have a GIL each.
 
-How it is done, on Linux (it needs fork):
+This file holds that math (shards, shard_seeds, own_stream, shard_loss) and the fork-based
+processes of one machine; gradflow.training.distributed runs the same math over MPI.
+
+How the fork mode is done, on Linux (it needs fork):
   - The weights move into memory shared with the worker processes (an anonymous shared mapping
     made before they are forked), so when the optimizer updates them in place, every process
     sees the new values at once: nothing is sent but the shard's token ids.
@@ -32,7 +38,7 @@ import weakref
 import numpy as np
 
 from gradflow.engine.autograd import no_grad
-from gradflow.engine.rng import generator, manual_seed
+from gradflow.engine.rng import generator, get_rng_state, manual_seed, set_rng_state
 
 ALIGN = 64  # bytes: each array starts on its own cache line
 
@@ -54,11 +60,25 @@ def shards(n, parts):
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def shard_loss(model, x, y, weight, training, seed, backward):
-    """weight * loss of model(x, y); with backward, its gradient lands in the params' .grad."""
-    model.train(training)
-    if seed is not None:  # a worker: its dropout masks come from a stream the main process chose
-        manual_seed(seed)
+def shard_seeds(parts):
+    """One seed per shard, drawn from gradflow's generator (the one a checkpoint saves)."""
+    return [int(s) for s in generator().integers(2**63, size=parts)]
+
+
+@contextlib.contextmanager
+def own_stream(seed):
+    """Inside, gradflow's random draws (dropout masks) come from a generator seeded with `seed`;
+    after, gradflow's generator is back where it was."""
+    state = get_rng_state()
+    manual_seed(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+def shard_loss(model, x, y, weight, backward):
+    """weight * loss of model(x, y), a float; with backward, weight * its gradient lands in the params' .grad."""
     if not backward:
         with no_grad():
             return weight * model(x, y)[1].item()
@@ -78,7 +98,10 @@ def serve(conn, model, params, grads, main_ends):
         try:
             for p in params:
                 p.grad = None
-            loss = shard_loss(model, *request)
+            x, y, weight, training, seed, backward = request
+            model.train(training)
+            with own_stream(seed):
+                loss = shard_loss(model, x, y, weight, backward)
             for p, g in zip(params, grads):
                 if p.grad is not None:
                     g[...] = p.grad
@@ -95,11 +118,11 @@ def next_request(conn):
         return None
 
 
-def limit_blas_threads():
-    """One BLAS thread in this process; returns the limiter that can restore the previous number."""
+def limit_blas_threads(threads=1):
+    """`threads` BLAS threads in this process; returns the limiter that can restore the previous number."""
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=1, user_api="blas")
+    return threadpool_limits(limits=threads, user_api="blas")
 
 
 class DataParallel:
@@ -172,11 +195,11 @@ class DataParallel:
         self._reshare()
         n, training = len(x), self.model.training
         pieces = shards(n, self.processes)
-        seeds = generator().integers(2**63, size=len(pieces) - 1)  # drawn from the generator a checkpoint saves
+        seeds = shard_seeds(len(pieces))
         sent = []
-        for i, (conn, rows, seed) in enumerate(zip(self.conns, pieces[1:], seeds)):
+        for i, (conn, rows, seed) in enumerate(zip(self.conns, pieces[1:], seeds[1:])):
             try:
-                conn.send((x[rows], y[rows], (rows.stop - rows.start) / n, training, int(seed), backward))
+                conn.send((x[rows], y[rows], (rows.stop - rows.start) / n, training, seed, backward))
             except OSError:  # the worker is gone; take the answers of those already sent a shard
                 for j, sent_to in enumerate(sent):
                     self._reply(j, sent_to)
@@ -184,7 +207,8 @@ class DataParallel:
             sent.append(conn)
         rows = pieces[0]
         try:
-            loss = shard_loss(self.model, x[rows], y[rows], (rows.stop - rows.start) / n, training, None, backward)
+            with own_stream(seeds[0]):
+                loss = shard_loss(self.model, x[rows], y[rows], (rows.stop - rows.start) / n, backward)
         finally:  # every worker answers, even when the main shard failed: no reply is left in a pipe
             replies = [self._reply(i, conn) for i, conn in enumerate(sent)]
         for i, (status, value, _) in enumerate(replies):

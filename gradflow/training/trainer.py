@@ -6,8 +6,10 @@ One step, the whole of learning:
     loss.backward()                                          dloss/dtheta for every parameter
     clip the gradient's norm, set the learning rate from the schedule, optimizer.step()
 
-With processes > 1 the batch is cut into shards whose gradients are computed in parallel processes
-and summed (gradflow.training.data_parallel): the same step, on more cores.
+Distributed (Trainer(..., distributed=True), under `mpiexec -n N`): the batch is cut into N shards,
+each MPI rank computes one shard's gradient and an all-reduce sums them (gradflow.training.distributed):
+the same step, on more cores or machines. Rank 0 alone prints, shows progress, logs and writes the
+checkpoints; the evaluation batches are shared out like the training ones.
 
 Exact resume: a checkpoint holds the weights, the optimizer's moments, the step, and the states of
 both random generators (the one that draws batches and gradflow's, which draws dropout masks), so
@@ -32,7 +34,7 @@ import re
 import signal
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +46,7 @@ from gradflow.fast.memory import tune_malloc
 from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from gradflow.text import get_batch
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from gradflow.training.data_parallel import DataParallel
+from gradflow.training.distributed import Distributed, agree, fingerprint, world
 from gradflow.training.progress import Progress
 
 
@@ -65,7 +67,7 @@ class TrainConfig:
     eval_iters: int = 20  # batches per loss estimate
     seed: int = 1337
     out_dir: str = "out"
-    processes: int = 1  # > 1: each step's batch is shared out among processes (gradflow.training.data_parallel)
+    processes: int = 1  # MPI ranks sharing each batch (gradflow.training.distributed); `gradflow train` starts them
     detect_anomaly: bool = False  # check every op's output and gradient, naming the first non-finite one
 
 
@@ -116,6 +118,18 @@ def check_config(config, spell=str):
         value = getattr(config, name)
         if not ok(value):
             raise ValueError(f"{spell(name)} must be {wording}, got {value!r}")
+
+
+def check_parallel(config):
+    """Refuse settings that do not go together with sharing the batch out."""
+    if config.detect_anomaly and config.processes > 1:
+        raise ValueError("train: detect_anomaly checks the ops of one process; use processes=1 with it")
+
+
+def _world_of(ranks, wanted):
+    if ranks > 1:
+        return f"mpiexec started {ranks} ranks"
+    return f"this process runs alone: start {wanted} with mpiexec -n {wanted}, each with distributed=True"
 
 
 def resume_config(saved, requested, spell=str):
@@ -205,16 +219,34 @@ class Trainer:
     """Trains `model` on train_ids, estimating train and validation loss every eval_interval steps.
 
     meta: JSON-serialisable facts stored in every checkpoint (model type and config, tokenizer).
-    on_eval(trainer, step): called after each evaluation, e.g. to print a sample.
+    on_eval(trainer, step): called after each evaluation (on rank 0 alone), e.g. to print a sample.
     overwrite: start a fresh run even where out_dir holds a checkpoint (else that is an error).
+    distributed: this process is one rank of an MPI job (run as `mpiexec -n N python -m mpi4py
+    script.py`, so that an error on one rank ends them all); config.processes is then the number
+    of ranks (1: as many as mpiexec started). Alone in its MPI world, it trains as one process.
     """
 
     def __init__(
-        self, model, train_ids, val_ids, config, optimizer=None, meta=None, on_eval=None, progress=True, overwrite=False
+        self,
+        model,
+        train_ids,
+        val_ids,
+        config,
+        optimizer=None,
+        meta=None,
+        on_eval=None,
+        progress=True,
+        overwrite=False,
+        distributed=False,
     ):
         check_config(config, spell=lambda name: f"train: {name}")
-        if config.detect_anomaly and config.processes > 1:
-            raise ValueError("train: detect_anomaly checks the ops of one process; use processes=1 with it")
+        check_parallel(config)
+        self.comm = world() if distributed else None
+        ranks = self.comm.Get_size() if distributed else 1
+        if config.processes not in (1, ranks):
+            raise ValueError(f"train: processes={config.processes} but {_world_of(ranks, config.processes)}")
+        config = replace(config, processes=ranks)  # what the checkpoint records: how many ranks trained
+        self.rank = self.comm.Get_rank() if distributed else 0
         self.model, self.config, self.overwrite = model, config, overwrite
         self.train_ids, self.val_ids = np.asarray(train_ids), np.asarray(val_ids)
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
@@ -237,8 +269,9 @@ class Trainer:
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.saved_step = None  # the step of the checkpoint on disk that this run wrote or resumed
         self._health = {"clipped": 0, "steps": 0}  # clipping since the last evaluation, then the measured step
-        self._stop = False
-        self._parallel = None  # the DataParallel of a run with processes > 1, while fit() runs
+        self._stop = False  # Ctrl-C asked this process to stop
+        self._stop_agreed = False  # and, over MPI, some rank was asked at the last step: every rank stops
+        self._parallel = None  # the Distributed of a run over more than one rank, while fit() runs
 
     # --- measuring ------------------------------------------------------------------------------
 
@@ -265,9 +298,12 @@ class Trainer:
         return self.out_dir / "ckpt.npz"
 
     def save(self):
-        rng = {"batches": self.batch_rng.bit_generator.state, "gradflow": get_rng_state()}
-        meta = {"step": self.step, "train_config": asdict(self.config), "rng": rng, "history": self.history}
-        path = save_checkpoint(self.checkpoint_path(), self.model, self.optimizer, meta={**self.meta, **meta})
+        """Write the checkpoint (rank 0 alone: every rank holds the same weights and random states)."""
+        path = self.checkpoint_path()
+        if self.rank == 0:
+            rng = {"batches": self.batch_rng.bit_generator.state, "gradflow": get_rng_state()}
+            meta = {"step": self.step, "train_config": asdict(self.config), "rng": rng, "history": self.history}
+            save_checkpoint(path, self.model, self.optimizer, meta={**self.meta, **meta})
         self.saved_step = self.step
         return path
 
@@ -295,7 +331,7 @@ class Trainer:
     def _truncate_log(self, step):
         """Forget metrics logged after `step` (a run that crashed after its last checkpoint)."""
         path = self.out_dir / "metrics.jsonl"
-        if path.exists():
+        if self.rank == 0 and path.exists():
             kept = [r for r in read_metrics(path) if r["step"] <= step]
             path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
@@ -308,8 +344,8 @@ class Trainer:
         set_lr(self.optimizer, self.schedule(self.step))
         x, y = get_batch(self.train_ids, c.batch_size, c.block_size, self.batch_rng)
         self.optimizer.zero_grad()
-        if self._parallel:  # the same gradient, each process computing a shard of the batch
-            loss = self._parallel.forward_backward(x, y)
+        if self._parallel:  # the same gradient, each rank computing a shard of the batch
+            loss, self._stop_agreed = self._parallel.forward_backward(x, y, stop=self._stop)
         else:
             with self._anomaly_mode():
                 _, loss = self.model(x, y)
@@ -387,7 +423,7 @@ class Trainer:
                 f"step {self.step}: train loss {metrics['train_loss']:.4f}, val loss {metrics['val_loss']:.4f} "
                 f"(perplexity {metrics['val_ppl']:.2f})"
             )
-        if self.on_eval is not None:
+        if self.on_eval is not None and self.rank == 0:
             self.on_eval(self, self.step)
         self.save()
         return metrics
@@ -399,22 +435,22 @@ class Trainer:
         non-finite loss or gradient raises TrainingDiverged, leaving the last checkpoint as it was.
         """
         c = self.config
-        if self.saved_step is None and self.step == 0:  # a fresh run, not a resumed one
-            if not self.overwrite:
-                check_fresh(self.out_dir)
-            (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+        if self.comm is None:
+            self._start()
+        else:  # rank 0 looks at out_dir; if it refuses, every rank does
+            agree(self.comm, self._start)
         tune_malloc()  # training is where reusing freed memory pays (see gradflow/fast/memory.py)
         self.model.train()
         tokens = c.batch_size * c.block_size
-        bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress else None
+        bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress and self.rank == 0 else None
         previous = self._catch_interrupt()
         started, first = time.perf_counter(), self.step
-        if c.processes > 1:
-            self._parallel = DataParallel(self.model, c.processes)
         try:
+            if c.processes > 1:  # every rank checks that all start alike
+                self._parallel = Distributed(self.model, self.comm, facts=self._facts())
             if self.step == 0:
                 self.evaluate(bar)
-            while self.step < c.max_iters and not self._stop:
+            while self.step < c.max_iters and not self._stopping():
                 loss = self.train_step()
                 self.log({"step": self.step, "loss": loss, "lr": self.schedule(self.step - 1)})
                 if bar is not None:
@@ -433,10 +469,31 @@ class Trainer:
                 signal.signal(signal.SIGINT, previous)
             if bar is not None:
                 bar.close()
-        if self._stop:
+        if self._stopping():
             self.save()
         self.plot()
         return self.history
+
+    def _start(self):
+        """A fresh run (step 0, not resumed) refuses a checkpoint in out_dir, and starts a new log."""
+        if self.saved_step is None and self.step == 0 and self.rank == 0:
+            if not self.overwrite:
+                check_fresh(self.out_dir)
+            (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
+
+    def _facts(self):
+        """What every rank must have alike to train as one (the weights are compared too, by Distributed)."""
+        settings = {k: v for k, v in asdict(self.config).items() if k != "out_dir"}
+        return {
+            "the data (a hash of its token ids)": fingerprint(self.train_ids, self.val_ids),
+            "the model config": json.dumps(self.meta.get("model"), sort_keys=True),
+            "the training config": json.dumps(settings, sort_keys=True),
+        }
+
+    def _stopping(self):
+        """Whether to stop before the next step: asked by Ctrl-C; over MPI, asked of any rank by the
+        last step's Allreduce, which every rank reads alike, so that all stop at the same step."""
+        return self._stop_agreed if self._parallel else self._stop
 
     def _catch_interrupt(self):
         """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once."""
@@ -445,7 +502,8 @@ class Trainer:
             if self._stop:
                 raise KeyboardInterrupt
             self._stop = True
-            print("\ninterrupted: saving a checkpoint and stopping (Ctrl-C again to abort)", flush=True)
+            if self.rank == 0:
+                print("\ninterrupted: saving a checkpoint and stopping (Ctrl-C again to abort)", flush=True)
 
         try:
             return signal.signal(signal.SIGINT, handler)
@@ -455,13 +513,18 @@ class Trainer:
     # --- records --------------------------------------------------------------------------------
 
     def log(self, record):
-        """Append one JSON line to out_dir/metrics.jsonl."""
+        """Append one JSON line to out_dir/metrics.jsonl (rank 0 alone)."""
+        if self.rank > 0:
+            return
         self.out_dir.mkdir(parents=True, exist_ok=True)
         with open(self.out_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
 
     def plot(self):
-        """Draw the loss curves, and per block the gradient norm and update/weight ratio, to out_dir/loss.png."""
+        """Draw the loss curves, and per block the gradient norm and update/weight ratio, to out_dir/loss.png
+        (rank 0 alone; None elsewhere)."""
+        if self.rank > 0:
+            return None
         import matplotlib
 
         matplotlib.use("Agg")
