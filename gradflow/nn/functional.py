@@ -40,8 +40,8 @@ def log_softmax(x, dim=None, *, axis=None):
 
 
 def relu(x, inplace=False):
-    """max(x, 0). inplace is accepted for PyTorch's sake and changes nothing: gradflow's ops never
-    overwrite their input (backward may need it)."""
+    """max(x, 0). inplace is accepted for PyTorch's sake and computes out of place: x is left as it
+    was (backward may need it), so use the result, as `x = F.relu(x, inplace=True)` does."""
     return as_tensor(x).relu()
 
 
@@ -72,7 +72,7 @@ def gelu(x, approximate="tanh"):
 
 
 def silu(x, inplace=False):
-    """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU; inplace changes nothing (see relu)."""
+    """x sigmoid(x) (Swish with beta = 1), the gate of SwiGLU; inplace computes out of place (see relu)."""
     return kernel(ops.Silu).apply(as_tensor(x))
 
 
@@ -258,7 +258,7 @@ def rms_norm(x, weight=None, eps=1e-6):
 def dropout(x, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p), so the expected value is
     unchanged; the identity when not training (or p = 0). p defaults to PyTorch's 0.5; inplace
-    changes nothing (see relu)."""
+    computes out of place (see relu)."""
     x = as_tensor(x)
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")

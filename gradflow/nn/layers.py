@@ -80,7 +80,7 @@ class RMSNorm(Module):
 
 class Dropout(Module):
     """Zeroes elements with probability p while training (scaling the rest by 1/(1-p)); identity in eval.
-    p defaults to PyTorch's 0.5; inplace changes nothing (see F.relu)."""
+    p defaults to PyTorch's 0.5; inplace computes out of place (see F.relu)."""
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
