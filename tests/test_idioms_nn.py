@@ -733,6 +733,8 @@ def test_clip_grad_norm_returns_the_norm_as_a_tensor():
     np.testing.assert_array_equal(a.grad, [2.0, -2.0])
     with pytest.raises(ValueError, match="^clip_grad_norm: max_norm must be positive, got 0"):
         nn.utils.clip_grad_norm_([a], 0)
+    with pytest.raises(ValueError, match=r"^grad_norm: norm_type must be positive \(or inf\), got 0"):
+        nn.utils.clip_grad_norm_([a], 1.0, norm_type=0)
     with pytest.raises(ValueError, match="^clip_grad_value_: clip_value must be positive, got -1"):
         nn.utils.clip_grad_value_([a], -1)
 
