@@ -96,7 +96,7 @@ def program(torch):
         def __init__(self, config):
             super().__init__()
             self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-            self.gelu = nn.GELU(approximate="tanh")
+            self.gelu = nn.GELU()  # the exact, erf form
             self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
             self.dropout = nn.Dropout(config.dropout)
 
