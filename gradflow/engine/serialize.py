@@ -14,13 +14,13 @@ while saving leaves what was there whole. Any safetensors reader opens it, PyTor
 """
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 
 _TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
@@ -34,14 +34,8 @@ def save(obj, path):
         raise FileNotFoundError(f"save: the folder {path.parent} does not exist")
     arrays = {}
     metadata = {"gradflow": json.dumps(_encode(obj, (), arrays))}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with written_atomically(path) as tmp:
         save_file(arrays, tmp, metadata=metadata)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())  # on disk before the rename makes it the file at `path`
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load(path):

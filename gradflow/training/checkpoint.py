@@ -17,11 +17,12 @@ are not real floating-point numbers, is refused when read.
 """
 
 import json
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from gradflow.engine.files import written_atomically
 
 FORMAT = "gradflow-checkpoint"
 VERSION = 1
@@ -39,26 +40,6 @@ def _bad_array(key, value):
     if bad:
         return f"{key} holds {bad} non-finite value{'s' * (bad != 1)} (NaN or inf)"
     return None
-
-
-def _remove_stale_temporaries(path):
-    """Delete `.<name>.<pid>.tmp` files that a killed save left beside `path` (their process is gone)."""
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
-        if pid.isdigit() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
-
-
-def _alive(pid):
-    if pid == os.getpid():
-        return False  # ours, from a save of this process that failed: not in use now
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def save_checkpoint(path, model, optimizer=None, meta=None):
@@ -82,19 +63,12 @@ def save_checkpoint(path, model, optimizer=None, meta=None):
     meta = {"format": FORMAT, "version": VERSION, **meta}
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with written_atomically(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as e:  # a full disk, say: name the file, and say that what was there is untouched
         kept = "the previous one is unchanged" if path.exists() else "nothing was there before"
         raise OSError(f"could not write checkpoint {path} ({e.strerror or e}); {kept}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 
