@@ -294,23 +294,55 @@ def test_ranks_that_do_not_start_alike_are_refused_in_one_line(mpi, tmp_path):
     assert not any((tmp_path / d / "ckpt.npz").exists() for d in "abc")
 
 
+def wait_for_steps(out_dir, steps, timeout=60):
+    """Until rank 0 has logged `steps` training steps (so every rank's Ctrl-C handler is in place)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out_dir / "metrics.jsonl").exists() and len(batch_losses(out_dir)) >= steps:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{out_dir}: fewer than {steps} steps in {timeout} s")
+
+
+def stopped_and_saved(job, out_dir):
+    """The job ended by itself after Ctrl-C, and rank 0 saved the step every rank stopped at."""
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err
+    step = load_checkpoint(out_dir)["step"]
+    assert f"done at step {step}:" in out
+    assert batch_losses(out_dir)[-1][0] == step
+    return out
+
+
 def test_ctrl_c_stops_every_rank_at_the_same_step_and_rank_0_saves(mpi, tmp_path, data):
     command = [sys.executable, "-m", "gradflow", *train_line(data, tmp_path / "run", "--max-iters", "100000")]
     job = subprocess.Popen(
         [*command, "--processes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         start_new_session=True,  # a group of its own, as a terminal's foreground job: Ctrl-C goes to the group
     )  # fmt: skip
-    metrics = tmp_path / "run" / "metrics.jsonl"
-    deadline = time.monotonic() + 60
-    while (not metrics.exists() or len(batch_losses(tmp_path / "run")) < 3) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(job.pid, signal.SIGINT)
-    out, err = job.communicate(timeout=60)
-    assert job.returncode == 0, err
-    assert "interrupted: saving a checkpoint and stopping" in out
-    step = load_checkpoint(tmp_path / "run")["step"]
-    assert f"done at step {step}:" in out
-    assert batch_losses(tmp_path / "run")[-1][0] == step
+    wait_for_steps(tmp_path / "run", 3)
+    os.killpg(job.pid, signal.SIGINT)  # mpiexec passes it on to every rank
+    out = stopped_and_saved(job, tmp_path / "run")
+    assert out.count("interrupted: saving a checkpoint and stopping") == 1  # rank 0 speaks for all
+
+
+PIDS = """
+import os
+from mpi4py import MPI
+from gradflow.cli import main
+with open(f"rank{MPI.COMM_WORLD.rank}.pid", "w") as f:
+    f.write(str(os.getpid()))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_to_one_rank_stops_every_rank_at_the_same_step(mpi, tmp_path, data):
+    flags = ["--max-iters", "100000", "--distributed"]
+    command = [*mpi, sys.executable, script(tmp_path, PIDS), *train_line(data, tmp_path / "run", *flags)]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wait_for_steps(tmp_path / "run", 3)
+    os.kill(int((tmp_path / "rank1.pid").read_text()), signal.SIGINT)  # rank 0 is not told: the Allreduce tells it
+    stopped_and_saved(job, tmp_path / "run")
 
 
 # --- without MPI ---------------------------------------------------------------------------------------------
@@ -327,6 +359,17 @@ def test_without_mpi4py_distributed_says_what_to_install(monkeypatch, tmp_path, 
         assert main(train_line(data, tmp_path / "run", *flags)) == 2
         assert capsys.readouterr().err == f"gradflow train: {needs}: {install}\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_distributed_trainer_without_mpi4py_is_an_import_error_saying_what_to_install(monkeypatch, tmp_path):
+    from test_train import VAL
+
+    from gradflow.training import TrainConfig, Trainer
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    config = TrainConfig(out_dir=str(tmp_path), batch_size=2, block_size=16)
+    with pytest.raises(ImportError, match=r'^distributed training needs mpi4py, .*: pip install "gradflow\[mpi\]"'):
+        Trainer(model(), TRAIN, VAL, config, progress=False, distributed=True)
 
 
 def test_distributed_outside_mpiexec_trains_as_one_process(mpi, tmp_path, data, capsys):

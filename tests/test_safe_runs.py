@@ -18,6 +18,7 @@ import gradflow as gf
 from gradflow.cli import main
 from gradflow.training.checkpoint import load_checkpoint, save_checkpoint
 from gradflow.training.data_parallel import WorkerError
+from gradflow.training.distributed import MPIUnavailable, RankError
 
 TINY = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2"]
 TINY += ["--eval-iters", "1", "--sample-tokens", "0"]
@@ -396,6 +397,10 @@ def test_chat_with_stdin_closed_is_one_line(tmp_path):
          "gradflow train: DataParallel: worker 1 failed on its shard: ValueError: bad"),
         (MemoryError(), 1, "gradflow train: out of memory"),
         (KeyboardInterrupt(), 130, "gradflow train: interrupted"),
+        (RankError("rank 1: cross_entropy: bad target\nTraceback ...\n  line 3"), 1,
+         "gradflow train: rank 1: cross_entropy: bad target"),
+        (MPIUnavailable('distributed training needs mpi4py, which is not installed: pip install "gradflow[mpi]"'), 2,
+         'gradflow train: distributed training needs mpi4py, which is not installed: pip install "gradflow[mpi]"'),
     ],
 )  # fmt: skip
 def test_failures_that_escape_a_command_are_one_line(monkeypatch, capsys, error, code, line):

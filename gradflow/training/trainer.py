@@ -493,7 +493,7 @@ class Trainer:
     def _stopping(self):
         """Whether to stop before the next step: asked by Ctrl-C; over MPI, asked of any rank by the
         last step's Allreduce, which every rank reads alike, so that all stop at the same step."""
-        return self._stop_agreed if self._parallel else self._stop
+        return self._stop_agreed if self.config.processes > 1 else self._stop
 
     def _catch_interrupt(self):
         """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once."""
