@@ -30,9 +30,9 @@ class ReLU(Module):
 
 
 class GELU(Module):
-    """y = x Phi(x): approximate="tanh" (gradflow's default, GPT-2's) or "none" (exact, PyTorch's default)."""
+    """y = x Phi(x): approximate="none" (exact, the default, as PyTorch's) or "tanh" (GPT-2's); see F.gelu."""
 
-    def __init__(self, approximate="tanh"):
+    def __init__(self, approximate="none"):
         super().__init__()
         if approximate not in F.GELU_OPS:
             raise ValueError(f'GELU: approximate must be "tanh" or "none", got {approximate!r}')
