@@ -498,7 +498,7 @@ def test_embedding_float_ids():
     [
         (lambda x, p: F.layer_norm(x, (4,), p), "layer_norm", "weight", (3,)),
         (lambda x, p: F.layer_norm(x, (4,), gf.ones(4), p), "layer_norm", "bias", (2, 4)),
-        (lambda x, p: F.rms_norm(x, p), "rms_norm", "weight", (5,)),
+        (lambda x, p: F.rms_norm(x, (4,), p), "rms_norm", "weight", (5,)),
     ],
     ids=["layer_norm-weight", "layer_norm-bias", "rms_norm-weight"],
 )

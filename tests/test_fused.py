@@ -76,7 +76,7 @@ PAIRS = {
         lambda x, w, b: _layer_norm(x, w, b, axis=(-2, -1)),
         [(2, 3, 8), (3, 8), (3, 8)],
     ),
-    "rms_norm": (lambda x, w: F.rms_norm(x, w), _rms_norm, [(2, 3, 8), (8,)]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, w.shape, w), _rms_norm, [(2, 3, 8), (8,)]),
     "gelu": (lambda x: F.gelu(x, approximate="tanh"), _gelu, [(3, 7)]),
     "silu": (F.silu, lambda x: x * x.sigmoid(), [(3, 7)]),
     "var": (lambda x: x.var(axis=1), lambda x: ((x - x.mean(axis=1, keepdims=True)) ** 2).mean(axis=1), [(3, 7)]),

@@ -754,3 +754,17 @@ def test_clip_grad_norm_matches_torch(torch, norm_type):
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
     for p, q in zip(ps, qs):
         np.testing.assert_allclose(p.grad, q.grad.numpy(), rtol=1e-12)
+
+
+def test_rms_norm_over_two_trailing_axes_is_the_formula_over_both():
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 4))
+    expected = x / np.sqrt((x**2).mean(axis=(-2, -1), keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(F.rms_norm(gf.tensor(x), (3, 4), gf.tensor(w)).data, expected, rtol=1e-12)
+    assert gf.gradcheck(lambda x, w: F.rms_norm(x, (3, 4), w), leaf(x), leaf(w))
+
+
+def test_rms_norm_with_the_weight_second_says_where_it_goes():
+    hint = r"the weight comes third, as in PyTorch: F\.rms_norm\(x, x\.shape\[-1:\], weight\)$"
+    with pytest.raises(TypeError, match=hint):
+        F.rms_norm(gf.ones(2, 4), gf.ones(4))

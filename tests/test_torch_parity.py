@@ -69,7 +69,8 @@ def test_fused_ops_match_torch():
     x, w, b = rng.standard_normal((2, 3, 8)), rng.standard_normal(8), rng.standard_normal(8)
     both(torch, lambda x: F.softmax(x), lambda x: torch.softmax(x, -1), x)
     both(torch, lambda x: F.log_softmax(x, axis=1), lambda x: torch.log_softmax(x, 1), x)
-    both(torch, F.gelu, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), x)
+    both(torch, F.gelu, torch.nn.functional.gelu, x)
+    both(torch, lambda x: x.gelu(), lambda x: torch.nn.functional.gelu(x, approximate="tanh"), x)
     both(torch, F.silu, torch.nn.functional.silu, x)
     both(
         torch,
@@ -81,7 +82,7 @@ def test_fused_ops_match_torch():
     )
     both(
         torch,
-        lambda x, w: F.rms_norm(x, w),
+        lambda x, w: F.rms_norm(x, (8,), w),
         lambda x, w: torch.nn.functional.rms_norm(x, (8,), w, eps=1e-6),
         x,
         w,

@@ -433,7 +433,7 @@ def test_rms_norm_matches_the_numpy_formula():
     x, w = rng.standard_normal((4, 6)), rng.standard_normal(6)
     for eps in (1e-6, 0.5):
         expected = x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps) * w
-        assert_allclose(F.rms_norm(gf.tensor(x), gf.tensor(w), eps=eps).data, expected, rtol=1e-12)
+        assert_allclose(F.rms_norm(gf.tensor(x), w.shape, gf.tensor(w), eps=eps).data, expected, rtol=1e-12)
     assert_allclose(F.rms_norm(gf.tensor(x)).data, x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + 1e-6), rtol=1e-12)
 
 
@@ -837,7 +837,7 @@ DTYPE_OPS = {
     "matmul": lambda x: x @ x.T,
     "matmul-1d-np": lambda x: x @ np.ones(3, dtype=x.dtype),
     "layer_norm": lambda x: F.layer_norm(x, (3,), gf.ones(3, dtype=x.dtype), gf.zeros(3, dtype=x.dtype)),
-    "rms_norm": lambda x: F.rms_norm(x, gf.ones(3, dtype=x.dtype)),
+    "rms_norm": lambda x: F.rms_norm(x, (3,), gf.ones(3, dtype=x.dtype)),
     "dropout": lambda x: F.dropout(x, 0.5),
     "cross_entropy": lambda x: F.cross_entropy(x, TARGETS),
     "cross_entropy-none": lambda x: F.cross_entropy(x * 1e-3, TARGETS, reduction="none"),

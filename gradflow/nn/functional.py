@@ -218,7 +218,7 @@ def _normalized_shape(op, x, normalized_shape):
         raise TypeError(
             f"{op}: normalized_shape must be a shape such as {x.shape[-1:]}, got a tensor of shape "
             f"{tuple(normalized_shape.shape)}; the weight comes third, as in PyTorch: "
-            f"F.{op}(x, x.shape[-1:], weight, bias)"
+            f"F.{op}(x, x.shape[-1:], weight{', bias' if op == 'layer_norm' else ''})"
         )
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     if not shape or shape != x.shape[len(x.shape) - len(shape) :]:
@@ -233,27 +233,35 @@ def _check_norm_param(op, name, p, shape, x):
 
 def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias, mean and var over the last len(normalized_shape)
-    axes (PyTorch's signature; normalized_shape None means the last axis).
-
-    Normalizing over several trailing axes is normalizing over one axis that holds all of them, so
-    those axes are viewed as one for the op, and weight and bias flattened alike.
-    """
+    axes (PyTorch's signature; normalized_shape None means the last axis)."""
     x = as_tensor(x)
     shape = _normalized_shape("layer_norm", x, normalized_shape)
     _check_norm_param("layer_norm", "weight", weight, shape, x)
     _check_norm_param("layer_norm", "bias", bias, shape, x)
-    if len(shape) == 1:
-        return kernel(ops.LayerNorm).apply(x, weight, bias, eps=eps)
-    rows = x.reshape(*x.shape[: x.ndim - len(shape)], -1)
-    weight, bias = (None if p is None else as_tensor(p).reshape(-1) for p in (weight, bias))
-    return kernel(ops.LayerNorm).apply(rows, weight, bias, eps=eps).reshape(*x.shape)
+    return _over_trailing_axes(kernel(ops.LayerNorm), x, shape, weight, bias, eps=eps)
 
 
-def rms_norm(x, weight=None, eps=1e-6):
-    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+def rms_norm(x, normalized_shape=None, weight=None, eps=1e-6):
+    """x / sqrt(mean(x^2) + eps) * weight, the mean over the last len(normalized_shape) axes
+    (PyTorch's signature; normalized_shape None means the last axis). eps defaults to 1e-6, as
+    Llama's; PyTorch's default is the dtype's machine epsilon."""
     x = as_tensor(x)
-    _check_norm_param("rms_norm", "weight", weight, x.shape[-1:], x)
-    return kernel(ops.RMSNorm).apply(x, weight, eps=eps)
+    shape = _normalized_shape("rms_norm", x, normalized_shape)
+    _check_norm_param("rms_norm", "weight", weight, shape, x)
+    return _over_trailing_axes(kernel(ops.RMSNorm), x, shape, weight, eps=eps)
+
+
+def _over_trailing_axes(op, x, shape, *params, eps):
+    """Apply a norm op (which normalizes over the last axis) over the trailing axes `shape`.
+
+    Normalizing over several trailing axes is normalizing over one axis that holds all of them, so
+    those axes are viewed as one for the op, and the per-element parameters flattened alike.
+    """
+    if len(shape) == 1:
+        return op.apply(x, *params, eps=eps)
+    rows = x.reshape(*x.shape[: x.ndim - len(shape)], -1)
+    params = (None if p is None else as_tensor(p).reshape(-1) for p in params)
+    return op.apply(rows, *params, eps=eps).reshape(*x.shape)
 
 
 def dropout(x, p=0.5, training=True, inplace=False):

@@ -72,7 +72,7 @@ class RMSNorm(Module):
         self.weight = init.ones_(init.parameter(dim, dtype=dtype))
 
     def forward(self, x):
-        return F.rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
     def extra_repr(self):
         return f"{self.dim}, eps={self.eps}"

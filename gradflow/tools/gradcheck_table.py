@@ -196,7 +196,7 @@ CASES = [
     *_cases("layer_norm no affine", lambda x: F.layer_norm(x), ((3, 5),)),
     *_cases("layer_norm", lambda x, w, b: F.layer_norm(x, w.shape, w, b), ((4, 3), (3,), (3,)), transposed=True),
     *_cases("layer_norm two axes", lambda x, w, b: F.layer_norm(x, (3, 4), w, b), ((2, 3, 4), (3, 4), (3, 4))),
-    *_cases("rms_norm", lambda x, w: F.rms_norm(x, w), ((3, 5), (5,)), ((2, 3, 4), (4,))),
+    *_cases("rms_norm", lambda x, w: F.rms_norm(x, w.shape, w), ((3, 5), (5,)), ((2, 3, 4), (4,))),
     *_cases("rms_norm no weight", lambda x: F.rms_norm(x), ((3, 5),)),
     *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,))),
     *_cases("linear no bias", lambda x, w: F.linear(x, w), ((3, 4), (5, 4)), ((2, 1, 4), (2, 4))),
