@@ -1,12 +1,16 @@
 """Training a language model: the Trainer and its config, checkpoints, progress, data parallelism.
 
 from gradflow.training import TrainConfig, Trainer
-Trainer(model, tokenizer, text, TrainConfig(max_iters=200)).fit()
+Trainer(model, train_ids, val_ids, TrainConfig(max_iters=200)).fit()
+
+Data parallelism: Trainer(..., distributed=True) in each rank of `mpiexec -n N`, or Distributed
+for a loop of your own (gradflow.training.distributed; the math is in data_parallel.py).
 
 Built on engine, nn, optim and text; it never imports a particular model (the caller passes one)
 nor the command line.
 """
 
+from gradflow.training.distributed import Distributed, RankError
 from gradflow.training.trainer import TrainConfig, Trainer, TrainingDiverged, default_optimizer
 
-__all__ = ["TrainConfig", "Trainer", "TrainingDiverged", "default_optimizer"]
+__all__ = ["Distributed", "RankError", "TrainConfig", "Trainer", "TrainingDiverged", "default_optimizer"]
