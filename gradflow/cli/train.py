@@ -272,10 +272,11 @@ def add_command(sub):
     train.add_argument("--n-embd", type=int, help="width (default 128)")
     train.add_argument("--dropout", type=float, help="(default 0)")
     defaults = TrainConfig()
+    said = {"processes": "MPI ranks sharing each batch; more than 1 runs this command under mpiexec "}
     for f in fields(TrainConfig):
         default = getattr(defaults, f.name)
         if not isinstance(default, bool):
-            train.add_argument(flag(f.name), type=type(default), help=f"(default {default})")
+            train.add_argument(flag(f.name), type=type(default), help=f"{said.get(f.name, '')}(default {default})")
     train.add_argument("--sample-tokens", type=int, default=200, help="sample length at each evaluation; 0: none")
     train.add_argument(
         "--resume",
