@@ -1,11 +1,10 @@
-"""Benchmark: data-parallel training of the baby GPT, one process against N processes (fork, MPI) and PyTorch.
+"""Benchmark: data-parallel training of the baby GPT, one process against N MPI ranks and PyTorch.
 
 The model is `gradflow train`'s default: a GPT of 4 layers, 4 heads, width 128, context 64, no
 biases, head tied to the token embedding, batch 12, the built-in corpus with a char tokenizer;
 each step is the Trainer's (forward, backward, clipping at 1.0, AdamW). The engines:
 
     gradflow, 1 process     BLAS with its default threads, as `gradflow train` runs
-    gradflow, fork N        gradflow.training.data_parallel.DataParallel, if this gradflow has it
     gradflow, MPI N         gradflow.training.distributed.Distributed, N ranks under mpiexec
     pytorch, 1 process      the same model and update (benchmarks/torch_gpt.py), torch's default threads
 
@@ -15,10 +14,13 @@ tokens/s, each engine's ratio to one process, the scaling efficiency of N proces
 (tokens/s / (N x tokens/s of one process)), and for MPI the time per step spent in Allreduce
 (waiting for the slower rank included) beside a bare Allreduce of the step's buffer.
 
+(The fork-based processes gradflow had before MPI were timed here too, at commit 0aa22f8: three
+runs of 9 rounds gave MPI / fork tokens/s of 0.993, 1.009 and 1.000, so MPI replaced them.)
+
 The MPI ranks are one mpiexec job for the whole run: between its rounds rank 0 waits on a pipe
 from this process and the other ranks sleep, so no round runs beside another engine's work.
 
-    python benchmarks/bench_distributed.py                     # 2 processes, 5 rounds of 20 steps
+    python benchmarks/bench_distributed.py                     # 2 ranks, 5 rounds of 20 steps
     python benchmarks/bench_distributed.py --ranks 2 --rounds 9 --steps 30
 """
 
@@ -31,13 +33,12 @@ import sys
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_info
 
 import gradflow as gf
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.text import CharTokenizer, default_corpus, get_batch, split
-from gradflow.training import data_parallel
 from gradflow.training.trainer import TrainConfig, default_optimizer
 
 BATCH, BLOCK, SEED = 12, 64, 1337
@@ -144,23 +145,14 @@ def blas_threads():
     return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
 
 
-def local_engines(ranks):
-    """{name: (step, context of a round)}: one process, fork (if this gradflow has it), PyTorch (if installed)."""
+def local_engines():
+    """{name: step}: gradflow in one process, and PyTorch if installed."""
     model, optimizer, vocab_size, _ = baby_gpt()
-    engines = {"gradflow, 1 process": (training_step(model, optimizer), contextlib.nullcontext)}
-    if hasattr(data_parallel, "DataParallel"):
-        default = blas_threads()
-        fork_model, fork_optimizer, _, _ = baby_gpt()
-        parallel = data_parallel.DataParallel(fork_model, ranks)  # BLAS: one thread per process
-        threadpool_limits(default, "blas")  # the other engines keep their threads: one thread in fork rounds only
-        engines[f"gradflow, fork {ranks}"] = (
-            training_step(fork_model, fork_optimizer, parallel.forward_backward),
-            lambda: threadpool_limits(1, "blas"),
-        )
+    engines = {"gradflow, 1 process": training_step(model, optimizer)}
     with contextlib.suppress(ImportError):
         from torch_gpt import torch_training_step  # beside this file
 
-        engines["pytorch, 1 process"] = (torch_training_step(vocab_size, MODEL, SEED), contextlib.nullcontext)
+        engines["pytorch, 1 process"] = torch_training_step(vocab_size, MODEL, SEED)
     return engines
 
 
@@ -171,7 +163,7 @@ def settle():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=2, help="processes of the fork and MPI engines")
+    parser.add_argument("--ranks", type=int, default=2, help="MPI ranks")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20, help="steps per round")
     parser.add_argument("--mpi-child", action="store_true", help=argparse.SUPPRESS)
@@ -179,7 +171,7 @@ def main():
     tune_malloc()  # as the Trainer does
     if args.mpi_child:
         return mpi_child(args.steps)
-    engines = local_engines(args.ranks)
+    engines = local_engines()
     mpi_name = f"gradflow, MPI {args.ranks}"
     mpi = MPIEngine(args.ranks, args.steps)
     _, _, _, train_ids = baby_gpt()
@@ -188,21 +180,19 @@ def main():
         f"baby GPT (gradflow train's default), batch {BATCH} x {BLOCK} tokens; {args.rounds} rounds of "
         f"{args.steps} steps; numpy's BLAS {blas_threads()} threads; kernels {gf.kernels_in_use()}"
     )
-    for step, context in engines.values():  # warm up: first calls allocate and fill caches
-        with context():
-            for x, y in work[:3]:
-                step(x, y)
+    for step in engines.values():  # warm up: first calls allocate and fill caches
+        for x, y in work[:3]:
+            step(x, y)
     mpi.ask("round")
     seconds = {name: [] for name in [*engines, mpi_name]}
     allreduce = []
     for _ in range(args.rounds):
-        for name, (step, context) in engines.items():
-            with context():
-                settle()
-                start = time.perf_counter()
-                for x, y in work:
-                    step(x, y)
-                seconds[name].append((time.perf_counter() - start) / args.steps)
+        for name, step in engines.items():
+            settle()
+            start = time.perf_counter()
+            for x, y in work:
+                step(x, y)
+            seconds[name].append((time.perf_counter() - start) / args.steps)
         settle()
         answer = mpi.ask("round")
         seconds[mpi_name].append(answer["seconds"])
@@ -219,13 +209,13 @@ def report(seconds, ranks, allreduce, bare):
     one = median["gradflow, 1 process"]
     for name, s in median.items():
         line = f"{name:<20} {1000 * s:6.1f} ms/step {tokens / s:7,.0f} tokens/s  x{one / s:.2f} one process"
-        if f" {ranks}" in name:
+        if "MPI" in name:
             line += f", scaling efficiency {one / s / ranks:.0%}"
         print(f"{line}  (rounds: {', '.join(f'{tokens / t:,.0f}' for t in seconds[name])})")
-    for reference in ("pytorch, 1 process", f"gradflow, fork {ranks}"):
-        if reference in median:
-            ratios = (f"{name} {median[reference] / s:.3f}" for name, s in median.items() if name != reference)
-            print(f"tokens/s relative to {reference}: {', '.join(ratios)}")
+    if "pytorch, 1 process" in median:
+        torch = median["pytorch, 1 process"]
+        ratios = (f"{name} {torch / s:.3f}" for name, s in median.items() if name != "pytorch, 1 process")
+        print(f"tokens/s relative to pytorch: {', '.join(ratios)}")
     mpi = median[f"gradflow, MPI {ranks}"]
     print(
         f"MPI: Allreduce {1000 * allreduce:.2f} ms per step ({allreduce / mpi:.1%} of the step, waiting for the "

@@ -11,6 +11,8 @@ throughput, times both engines on the same batches in alternating rounds, taking
     python benchmarks/train_char_gpt.py                   # full run + throughput, default threads
     python benchmarks/train_char_gpt.py --threads 1       # one BLAS / torch thread
     python benchmarks/train_char_gpt.py --skip-train      # throughput only
+
+Data parallelism (the batch shared out among processes) is measured by bench_distributed.py.
 """
 
 import argparse
@@ -33,28 +35,21 @@ parser.add_argument("--profile", action="store_true", help="print gradflow's tim
 parser.add_argument("--decode", action="store_true", help="generate's tokens/s with and without the KV cache")
 parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
-parser.add_argument("--memory-child", choices=["gradflow", "gradflow-processes", "pytorch"], help=argparse.SUPPRESS)
+parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
-parser.add_argument(
-    "--processes", type=int,
-    help="also time gradflow with the batch shared out among this many processes, and train so "
-    "(default: one per core, or --threads)",
-)  # fmt: skip
 args = parser.parse_args()
-args.processes = args.processes or args.threads or os.cpu_count() or 1
 if args.threads:  # must be set before numpy loads its BLAS
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
+from threadpoolctl import threadpool_info  # noqa: E402
 from torch_gpt import torch_training_step  # noqa: E402  (beside this file)
 
 import gradflow as gf  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
-from gradflow.training.data_parallel import DataParallel  # noqa: E402
 from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer  # noqa: E402
 
 tune_malloc()  # as the Trainer does: freed arrays are reused without page faults (gradflow/fast/memory.py)
@@ -63,49 +58,24 @@ MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bia
 TRAIN = TrainConfig(
     max_iters=args.iters, batch_size=BATCH, block_size=BLOCK, lr=1e-3, min_lr=1e-4, warmup_iters=100,
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=500, eval_iters=200, seed=args.seed,
-    out_dir="out/bench_char_gpt", processes=args.processes,
+    out_dir="out/bench_char_gpt",
 )  # fmt: skip
 
 
-def gradflow_engine(vocab_size, processes=1):
-    """gradflow's training step. With processes > 1 the batch is shared out among processes
-    (gradflow.training.data_parallel), whose workers start here, once, as in a Trainer run; BLAS gets one
-    thread per process only inside `step.round()`, so that the other engines keep their threads."""
+def gradflow_engine(vocab_size):
+    """gradflow's training step: forward, backward, clipping, AdamW, as in a Trainer run."""
     gf.manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
     optimizer = default_optimizer(model, TRAIN)
-    parallel = None
-    if processes > 1:
-        default = blas_threads()
-        parallel = DataParallel(model, processes)  # gives BLAS one thread (and `default` back at close)
-        threadpool_limits(default, "blas")
 
     def step(x, y):
         optimizer.zero_grad()
-        if parallel:
-            parallel.forward_backward(x, y)
-        else:
-            _, loss = model(x, y)
-            loss.backward()
+        _, loss = model(x, y)
+        loss.backward()
         gf.optim.clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
 
-    @contextlib.contextmanager
-    def round():
-        threadpool_limits(1, "blas")
-        try:
-            yield parallel
-        finally:
-            threadpool_limits(default, "blas")
-
-    if parallel:
-        step.round = round
     return step
-
-
-def blas_threads():
-    """How many threads numpy's BLAS uses now (1 if threadpoolctl cannot find it)."""
-    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
 
 
 def torch_engine(vocab_size):
@@ -157,18 +127,13 @@ def decode_speed(vocab_size):
 
 
 def memory_child(engine, vocab_size, train_ids):
-    """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps
-    (with processes, that of each process: pages they share are counted in each)."""
-    processes = args.processes if engine == "gradflow-processes" else 1
-    step = torch_engine(vocab_size) if engine == "pytorch" else gradflow_engine(vocab_size, processes)
+    """Train 1000 steps in this process alone; print peak resident memory after 100 and 1000 steps."""
+    step = torch_engine(vocab_size) if engine == "pytorch" else gradflow_engine(vocab_size)
     rng = np.random.default_rng(0)
-    with getattr(step, "round", contextlib.nullcontext)() as parallel:
-        for i in range(1, 1001):
-            step(*get_batch(train_ids, BATCH, BLOCK, rng))
-            if i in (100, 1000):
-                peaks = [peak_memory("self")] + [peak_memory(w.pid) for w in (parallel.workers if parallel else [])]
-                each = f" ({' + '.join(f'{p:.0f}' for p in peaks)})" if len(peaks) > 1 else ""
-                print(f"{engine}: peak memory {sum(peaks):.0f} MB{each} after {i} steps")
+    for i in range(1, 1001):
+        step(*get_batch(train_ids, BATCH, BLOCK, rng))
+        if i in (100, 1000):
+            print(f"{engine}: peak memory {peak_memory('self'):.0f} MB after {i} steps")
 
 
 def peak_memory(pid):
@@ -238,10 +203,8 @@ def settle():
 
 
 def all_engines(vocab_size):
-    """gradflow, gradflow over --processes processes (if more than one), and PyTorch if installed."""
+    """gradflow, and PyTorch if installed."""
     engines = {"gradflow": gradflow_engine(vocab_size)}
-    if args.processes > 1:
-        engines[f"gradflow, {args.processes} processes"] = gradflow_engine(vocab_size, args.processes)
     with contextlib.suppress(ImportError):
         engines["pytorch"] = torch_engine(vocab_size)
     return engines
@@ -249,20 +212,18 @@ def all_engines(vocab_size):
 
 def alternate(engines, batches, rounds, warmup):
     """Seconds per step of each engine: after `warmup` steps each, alternate rounds of the same
-    batches, each round after settle() and inside the engine's own round(); median over rounds."""
+    batches, each round after settle(); median over rounds."""
     times = {name: [] for name in engines}
     for step in engines.values():  # warm up: first calls allocate and fill caches
-        with getattr(step, "round", contextlib.nullcontext)():
-            for x, y in batches[:warmup]:
-                step(x, y)
+        for x, y in batches[:warmup]:
+            step(x, y)
     for _ in range(rounds):
         for name, step in engines.items():
-            with getattr(step, "round", contextlib.nullcontext)():
-                settle()
-                start = time.perf_counter()
-                for x, y in batches:
-                    step(x, y)
-                times[name].append((time.perf_counter() - start) / len(batches))
+            settle()
+            start = time.perf_counter()
+            for x, y in batches:
+                step(x, y)
+            times[name].append((time.perf_counter() - start) / len(batches))
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
@@ -282,8 +243,7 @@ def main():
         start = time.perf_counter()
         history = Trainer(model, train_ids, val_ids, TRAIN).fit()
         took = time.perf_counter() - start
-        print(f"gradflow ({TRAIN.processes} process{'es' * (TRAIN.processes > 1)}): val loss "
-              f"{history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations (reference 1.88), "
+        print(f"gradflow: val loss {history[-1]['val_loss']:.4f} at {TRAIN.max_iters} iterations (reference 1.88), "
               f"{took:.0f} s wall time including evaluation")  # fmt: skip
     if args.torch_train:
         start = time.perf_counter()
@@ -305,10 +265,9 @@ def main():
     if args.memory:
         import subprocess
 
-        for engine in ["gradflow"] + ["gradflow-processes"] * (args.processes > 1) + ["pytorch"]:
+        for engine in ("gradflow", "pytorch"):
             child = [sys.executable, __file__, "--data", args.data, "--memory-child", engine]
-            child += ["--processes", str(args.processes)] + (["--threads", str(args.threads)] if args.threads else [])
-            subprocess.run(child, check=False)
+            subprocess.run(child + (["--threads", str(args.threads)] if args.threads else []), check=False)
     if args.sweep:
         sweep()
     if args.skip_throughput:

@@ -157,7 +157,8 @@ def blas_threads_per_rank(comm):
     here = comm.Split_type(MPI.COMM_TYPE_SHARED)
     ranks_here = here.Get_size()
     here.Free()
-    return max(1, len(os.sched_getaffinity(0)) // ranks_here)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # not on macOS
+    return max(1, (cores or 1) // ranks_here)
 
 
 class Distributed:
