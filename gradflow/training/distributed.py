@@ -23,8 +23,8 @@ no rank used has none, as in one process), whether any rank failed, and whether 
 asked to stop (Ctrl-C): every rank learns it at the same step, and they stop together.
 
 Random numbers: the generator that draws batches, and gradflow's (dropout), advance identically on
-every rank, so the state rank 0 saves in a checkpoint is every rank's. Each step, `parts` seeds
-are drawn from gradflow's generator and shard s draws its dropout masks from a generator seeded
+every rank, so the state rank 0 saves in a checkpoint is every rank's. Each step draws one seed
+per shard from gradflow's generator, and shard s draws its dropout masks from a generator seeded
 with seeds[s] (data_parallel.own_stream). So with dropout the masks are not those one process
 would draw for the whole batch (the run is the same in distribution, and exactly reproducible,
 resume included, with the same number of ranks); without dropout the run is one process's run up
