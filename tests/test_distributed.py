@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_train import TRAIN, model
+from test_train import TOK, TRAIN, VAL, model
 
 import gradflow as gf
 from gradflow.cli import main
 from gradflow.text import get_batch
+from gradflow.training import TrainConfig, Trainer
 from gradflow.training.checkpoint import load_checkpoint
 from gradflow.training.distributed import MPIUnavailable, mpiexec
 
@@ -78,8 +79,6 @@ class Frozen(gf.nn.Module):
 
 
 def frozen_model():
-    from test_train import TOK
-
     gf.manual_seed(0)
     return Frozen(TOK.vocab_size)
 
@@ -362,10 +361,6 @@ def test_without_mpi4py_distributed_says_what_to_install(monkeypatch, tmp_path, 
 
 
 def test_a_distributed_trainer_without_mpi4py_is_an_import_error_saying_what_to_install(monkeypatch, tmp_path):
-    from test_train import VAL
-
-    from gradflow.training import TrainConfig, Trainer
-
     monkeypatch.setitem(sys.modules, "mpi4py", None)
     config = TrainConfig(out_dir=str(tmp_path), batch_size=2, block_size=16)
     with pytest.raises(ImportError, match=r'^distributed training needs mpi4py, .*: pip install "gradflow\[mpi\]"'):
