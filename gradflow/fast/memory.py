@@ -15,7 +15,7 @@ MMAP_ABOVE (up to glibc's own 32 MiB limit) still get their own mmap, returned w
 
 It is a setting of the C library for the whole process (a notebook's kernel included, which is
 why importing gradflow does not make it); on a system without glibc (macOS, Windows, musl) it
-does nothing. Processes forked afterwards (gradflow.training.data_parallel's workers) inherit it.
+does nothing.
 """
 
 import ctypes

@@ -12,12 +12,6 @@ import sys
 from tqdm import tqdm
 
 
-class _Bar(tqdm):
-    # no monitor thread: data-parallel training forks its workers while the bar is up, and a fork
-    # should copy a process with one thread (the monitor only redraws a bar left idle for 10 s)
-    monitor_interval = 0
-
-
 def _sized(stream):
     """Whether the terminal reports its size (a pseudo-terminal may say 0x0, and tqdm would then draw nothing)."""
     try:
@@ -38,7 +32,7 @@ class Progress:
         self.tty = self.stream.isatty()
         self.total, self.every = total, every or max(1, total // 20)
         sized = self.tty and _sized(self.stream)
-        self.bar = _Bar(
+        self.bar = tqdm(
             total=total,
             initial=start,
             unit=unit,

@@ -41,6 +41,7 @@ import numpy as np
 
 from gradflow.engine.anomaly import detect_anomaly
 from gradflow.engine.autograd import no_grad
+from gradflow.engine.grad_norm import grad_norm
 from gradflow.engine.rng import get_rng_state, set_rng_state
 from gradflow.fast.memory import tune_malloc
 from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
@@ -193,11 +194,6 @@ def block_of(name):
     """The part of the model a parameter belongs to, for health metrics: blocks.2.attn.q.weight -> blocks.2."""
     match = re.match(r"(.*?\.\d+)\.", name)
     return match.group(1) if match else name.rsplit(".", 1)[0]
-
-
-def grad_norm(parameters):
-    """||g||, the norm of all gradients together."""
-    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in parameters if p.grad is not None))
 
 
 def default_optimizer(model, config):
