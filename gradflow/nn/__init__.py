@@ -8,12 +8,13 @@ PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
-from gradflow.nn import init, utils
+from gradflow.nn import init, lora, utils
 from gradflow.nn.activations import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from gradflow.nn.attention import KVCache, MultiHeadAttention, padding_mask
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm
+from gradflow.nn.lora import LoRALinear
 from gradflow.nn.losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from gradflow.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from gradflow.nn.positional import (
@@ -25,8 +26,8 @@ from gradflow.nn.positional import (
 
 __all__ = [
     "GELU", "MLP", "CrossEntropyLoss", "Dropout", "Embedding", "Identity", "KVCache", "L1Loss", "LayerNorm",
-    "LearnedPositionalEncoding", "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
+    "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
     "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
     "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init",
-    "padding_mask", "sinusoidal_table", "utils",
+    "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip
