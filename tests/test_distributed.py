@@ -376,3 +376,46 @@ def test_distributed_outside_mpiexec_trains_as_one_process(mpi, tmp_path, data, 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("--distributed: this process runs alone (not under mpiexec): training in one process")
     assert batch_losses(tmp_path / "alone") == batch_losses(tmp_path / "plain")
+
+
+KILLED = """
+import os
+import signal
+import sys
+from mpi4py import MPI
+import gradflow.training.trainer as trainer
+from gradflow.cli import main
+
+calls, real = [], trainer.clip_grad_norm
+
+def dies(*args, **kwargs):  # rank 1 is killed at step 14, as the kernel kills a process out of memory
+    calls.append(1)
+    if MPI.COMM_WORLD.rank == 1 and len(calls) == 14:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+
+trainer.clip_grad_norm = dies
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_killed_rank_stops_every_rank_and_the_checkpoint_stays(mpi, tmp_path, data):
+    flags = ["--max-iters", "40", "--eval-interval", "10", "--distributed"]
+    killed = [sys.executable, script(tmp_path, KILLED)]
+    done = run([*mpi, *killed, *train_line(data, tmp_path / "run", *flags)], cwd=tmp_path)
+    assert done.returncode != 0  # mpiexec says which process died, in its own words
+    assert load_checkpoint(tmp_path / "run")["step"] == 10
+    assert [p.name for p in (tmp_path / "run").iterdir() if "tmp" in p.name] == []
+
+
+def test_processes_n_says_in_one_line_when_a_rank_died(monkeypatch, tmp_path, data, capsys):
+    """What `--processes 2` adds after mpiexec's own report of a killed rank (exit code 9: SIGKILL)."""
+    import gradflow.cli.train as cli_train
+
+    monkeypatch.setattr(cli_train, "mpiexec", lambda: "mpiexec")
+    monkeypatch.setattr(cli_train.subprocess, "run", lambda command: subprocess.CompletedProcess(command, 9))
+    assert main(train_line(data, tmp_path / "run", "--processes", "2")) == 9
+    assert capsys.readouterr().err == (
+        "gradflow train: a rank died without a word (mpiexec ended with code 9: killed, or out of memory), "
+        f"and mpiexec stopped every rank; the last checkpoint in {tmp_path / 'run'} is as it was\n"
+    )

@@ -135,7 +135,7 @@ def run_train(args):
         return _run_rank(args, given)
     processes = _planned(args, given).processes
     if processes > 1:
-        return _launch(args, processes)
+        return _launch(args, processes, given["out_dir"])
     trainer = _prepare(args, given)
     return _finish(trainer)
 
@@ -159,7 +159,7 @@ def _saved(given):
     return load_checkpoint(path)
 
 
-def _launch(args, processes):
+def _launch(args, processes, out_dir):
     """This command as `processes` MPI ranks: mpiexec -n <processes> python -m gradflow train <its flags> --distributed.
 
     Ctrl-C reaches mpiexec, which passes it on to every rank: they stop together and rank 0 saves."""
@@ -169,7 +169,14 @@ def _launch(args, processes):
         code = subprocess.run([*command, "--distributed"]).returncode
     finally:
         signal.signal(signal.SIGINT, previous)
-    return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+    code = code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+    if code not in (0, 1, 2, 130):  # the ranks report their own errors (1, 2) and Ctrl-C (130); not a death
+        print(
+            f"gradflow train: a rank died without a word (mpiexec ended with code {code}: killed, or out of "
+            f"memory), and mpiexec stopped every rank; the last checkpoint in {out_dir} is as it was",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _flags(args):
