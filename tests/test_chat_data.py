@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from gradflow.inference.chat import chatml as inference_chatml
 from gradflow.text import CharTokenizer
 from gradflow.text.chat_data import (
     SMOLLM2_SYSTEM,
@@ -64,12 +63,13 @@ def test_targets_are_the_next_token_where_it_is_learned():
     assert TOK.decode(targets[targets != -100]) == "yo<|im_end|>no<|im_end|>"
 
 
-def test_the_default_system_message_and_inference_agree():
+def test_the_default_system_message_and_the_generation_prompt():
     with_system = chatml(TWO_TURNS, add_generation_prompt=False)
     assert with_system.startswith(f"<|im_start|>system\n{SMOLLM2_SYSTEM}<|im_end|>\n<|im_start|>user\nhi")
-    for system in (SMOLLM2_SYSTEM, None):
-        for prompt in (True, False):
-            assert chatml(TWO_TURNS[:3], prompt, system) == inference_chatml(TWO_TURNS[:3], prompt, system)
+    assert chatml(TWO_TURNS[:3], True, None) == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
+        "<|im_start|>user\nok?<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_plain_text_learns_every_token():

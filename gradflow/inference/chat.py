@@ -11,21 +11,14 @@ one after the other, puts a default system message first when the conversation h
 ends with "<|im_start|>assistant\\n" for the model to continue. The model closes its turn with
 <|im_end|>, so that token stops generation.
 
+The template lives in gradflow/text/chat_data.py, beside the fine-tuning data written in it.
+
 A conversation only grows, so each turn's prompt begins with the previous one: `Chat` keeps the
 KV cache between turns and runs only the new tokens through the model.
 """
 
 from gradflow.inference.generate import generate
-
-SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-
-
-def chatml(messages, add_generation_prompt=True, default_system=SMOLLM2_SYSTEM):
-    """The ChatML text of [{"role": ..., "content": ...}, ...], as SmolLM2's chat template renders it."""
-    if messages and messages[0]["role"] != "system" and default_system is not None:
-        messages = [{"role": "system", "content": default_system}, *messages]
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+from gradflow.text.chat_data import SMOLLM2_SYSTEM, chatml  # noqa: F401  (part of this module's API)
 
 
 class Chat:
