@@ -157,3 +157,12 @@ def test_one_step_changes_only_the_adapters(make_optimizer):
     assert all(n.endswith((".A", ".B")) for n in changed)
     adapter_ids = {id(p) for n, p in model.named_parameters() if n.endswith((".A", ".B"))}
     assert set(optimizer.state) <= adapter_ids and len(optimizer.state) > 0
+
+
+def test_a_tied_head_is_refused_since_merging_would_change_the_embedding_too():
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    assert model.lm_head.weight is model.wte.weight
+    tied = r"^lora\.apply: lm_head's weight is tied to another layer's .* leave 'lm_head' out of targets$"
+    with pytest.raises(ValueError, match=tied):
+        lora.apply(model, targets=("q_proj", "lm_head"))
+    assert not any(isinstance(m, nn.LoRALinear) for m in model.modules())  # nothing was changed

@@ -18,6 +18,7 @@ and `lora_state_dict` returns only those.
 """
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -98,6 +99,13 @@ def apply(model, targets=("q_proj", "v_proj"), r=8, alpha=16, dropout=0.0):
         if target not in available:
             raise ValueError(
                 f"lora.apply: target {target!r} matches no Linear; the Linear names are {', '.join(available)}"
+            )
+    uses = Counter(id(p) for m in model.modules() for p in m._parameters.values() if p is not None)
+    for name, linear in linears:
+        if name.rpartition(".")[2] in targets and uses[id(linear.weight)] > 1:
+            raise ValueError(
+                f"lora.apply: {name}'s weight is tied to another layer's (the token embedding, say), and merging "
+                f"its adapter would change both; leave {name.rpartition('.')[2]!r} out of targets"
             )
     model.requires_grad_(False)
     adapted = []
