@@ -529,15 +529,16 @@ class Tensor(InPlace):
     def argmax(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
         """Positions of the largest values along axis (of all elements for None), the first of ties; int64, outside
         the graph."""
-        axis = spelling("argmax", "axis", axis, "dim", dim, None)
-        keepdims = spelling("argmax", "keepdims", keepdims, "keepdim", keepdim, False)
-        return Tensor._make(self._arg("argmax", np.argmax, axis, keepdims), False, None)
+        return self._positions("argmax", np.argmax, axis, dim, keepdims, keepdim)
 
     def argmin(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
         """Positions of the smallest values along axis (see argmax)."""
-        axis = spelling("argmin", "axis", axis, "dim", dim, None)
-        keepdims = spelling("argmin", "keepdims", keepdims, "keepdim", keepdim, False)
-        return Tensor._make(self._arg("argmin", np.argmin, axis, keepdims), False, None)
+        return self._positions("argmin", np.argmin, axis, dim, keepdims, keepdim)
+
+    def _positions(self, op, arg, axis, dim, keepdims, keepdim):
+        axis = spelling(op, "axis", axis, "dim", dim, None)
+        keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
+        return Tensor._make(self._arg(op, arg, axis, keepdims), False, None)
 
     def topk(self, k, axis=None, largest=True, sorted=True, *, dim=None):
         """The k largest (or, largest=False, smallest) elements along axis (the last by default), largest
