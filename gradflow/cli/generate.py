@@ -1,7 +1,9 @@
 """`gradflow generate` and `gradflow chat`: sample from a trained checkpoint, or talk with SmolLM2.
 
 `gradflow chat` talks with the pretrained SmolLM2-135M-Instruct, and `gradflow generate --model
-smollm2` continues a prompt with it (`--trace` prints each step of the prompt's forward pass).
+smollm2` continues a prompt with it. `--trace` first prints the prompt's tokens, every step of its
+forward pass with shapes and numbers, and one KV-cached decode step (models/trace.py), for a
+checkpoint as for SmolLM2; with `--chat`, also which tokens the chat template added.
 """
 
 import contextlib
@@ -11,7 +13,7 @@ import sys
 from gradflow.cli.build import context_of, model_from_meta, tokenizer_for
 from gradflow.inference import SMOLLM2_SYSTEM, Chat, chatml, generate
 from gradflow.models.llama import smollm2_instruct
-from gradflow.models.llama_trace import trace
+from gradflow.models.trace import trace
 from gradflow.training.checkpoint import load_checkpoint
 
 
@@ -34,14 +36,40 @@ class Printer:
 
 def run_generate(args):
     check_sampling_flags(args)
+    check_flag_combinations(args)
     if args.model == "smollm2":
         return _generate_smollm2(args)
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_checkpoint(args.checkpoint or "out")
     model = model_from_meta(ckpt)
     ckpt.restore(model)
     model.eval()
     tokenizer = tokenizer_for(ckpt, model)
-    return _stream(args, model, tokenizer, args.prompt, context=context_of(ckpt.meta))
+    context = context_of(ckpt.meta)
+    if args.trace:
+        _trace(model, tokenizer, args.prompt, context)
+    return _stream(args, model, tokenizer, args.prompt, context=context)
+
+
+def check_flag_combinations(args):
+    """Refuse a model and a checkpoint at once, --chat without the chat model, and a trace of nothing."""
+    if args.model is not None and args.checkpoint is not None:
+        raise ValueError(f"--model {args.model} and --checkpoint {args.checkpoint}: give one of them, not both")
+    if args.chat and args.model is None:
+        raise ValueError("--chat writes the prompt in SmolLM2's chat template: it needs --model smollm2")
+    if args.trace and not args.prompt and not args.chat:
+        raise ValueError("--trace needs a prompt of at least one token, got --prompt ''")
+
+
+def _trace(model, tokenizer, text, context=None, chat=None):
+    """Print the trace of `text`'s tokens and one decode step, then a blank line before the generation."""
+    ids = tokenizer.encode(text)
+    if context is not None and len(ids) + 1 > context:
+        raise ValueError(
+            f"--trace: --prompt is {len(ids)} tokens; with the decode step's token it must fit the model's "
+            f"context of {context}"
+        )
+    trace(model, ids, tokenizer, chat=chat)
+    print(flush=True)
 
 
 def check_sampling_flags(args):
@@ -79,9 +107,10 @@ def _load_smollm2():
 
 def _generate_smollm2(args):
     model, tokenizer = _load_smollm2()
-    text = chatml([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+    messages = [{"role": "user", "content": args.prompt}]
+    text = chatml(messages) if args.chat else args.prompt
     if args.trace:
-        trace(model, tokenizer.encode(text), tokenizer)
+        _trace(model, tokenizer, text, chat=messages if args.chat else None)
     ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
     return _stream(args, model, tokenizer, text, skip=ends, stop=ends)
 
@@ -117,10 +146,15 @@ def run_chat(args):
 def add_command(sub):
     """Register `gradflow generate` and `gradflow chat`."""
     gen = sub.add_parser("generate", help="sample text from a trained checkpoint, or from SmolLM2")
-    gen.add_argument("--checkpoint", default="out", help="a checkpoint file or the directory holding ckpt.npz")
+    gen.add_argument("--checkpoint", help="a checkpoint file or the directory holding ckpt.npz (default: out)")
     gen.add_argument("--model", choices=["smollm2"], help="a pretrained model instead of a checkpoint")
     gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
-    gen.add_argument("--trace", action="store_true", help="with --model: print each step's shape")
+    gen.add_argument(
+        "--trace",
+        action="store_true",
+        help="first print the prompt's tokens, each step of its forward pass (shapes, norms, first numbers) "
+        "and one KV-cached decode step; with --chat, which tokens the chat template added",
+    )
     gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
     add_sampling_flags(gen, max_new_tokens=300, temperature=0.8)
     gen.set_defaults(run=run_generate)
