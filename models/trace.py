@@ -42,10 +42,6 @@ ACTIVATION = {
     "relu": "relu(z) = max(z, 0)",
     "silu": "silu(z) = z sigmoid(z)",
 }
-NORMS = {
-    nn.LayerNorm: "LayerNorm: (x - mean) / sqrt(var + eps) * g + b",
-    nn.RMSNorm: "RMSNorm: x / sqrt(mean(x^2) + eps) * g",
-}
 
 
 @no_grad()
@@ -96,7 +92,7 @@ def forward(model, ids, cache, show, detailed_layers):
             show.layer(l, x, layer_cache)
     norm = model.ln_f if gpt else model.norm
     x = norm(x)
-    show.step("norm", "final " + NORMS[type(norm)], x)
+    show.step("norm", "final " + normalize(norm), x)
     logits = model.lm_head(x)  # (T, vocab)
     show.step("logits", "x E^T (the head is the embedding, tied)" if model.config.tie_weights else "x W_head^T", logits)
     show.next_tokens(logits.data[-1])
@@ -109,7 +105,7 @@ def block_forward(block, x, cache, step):
     attn, t = block.attn, x.shape[0]
     nh, nkv, hs = attn.n_heads, attn.n_kv_heads, attn.head_dim
     h = block.attn_norm(x)
-    step("norm", NORMS[type(block.attn_norm)], h)
+    step("norm", normalize(block.attn_norm), h)
     q = attn.q_proj(h).reshape(t, nh, hs).transpose(0, 1)  # (nh, T, hs)
     k = attn.k_proj(h).reshape(t, nkv, hs).transpose(0, 1)  # (nkv, T, hs)
     v = attn.v_proj(h).reshape(t, nkv, hs).transpose(0, 1)
@@ -119,8 +115,8 @@ def block_forward(block, x, cache, step):
     offset = cache.length
     if attn.rope is not None:
         q, k = attn.rope(q, offset=offset), attn.rope(k, offset=offset)
-        where_ = f"position {offset}" if t == 1 else f"positions {offset}..{offset + t - 1}"
-        step("RoPE", f"turn each feature pair of q, k by position * theta_i ({where_})", q)
+        span = f"position {offset}" if t == 1 else f"positions {offset}..{offset + t - 1}"
+        step("RoPE", f"turn each feature pair of q, k by position * theta_i ({span})", q)
     k, v = (a[0] for a in cache.append(k[None], v[None]))  # (nkv, S, hs): every position so far
     s = k.shape[1]
     step("K cache", f"{offset} cached + {t} new: the keys of {s} positions (V alike)", k)
@@ -132,8 +128,8 @@ def block_forward(block, x, cache, step):
     step("scores", f"Q K^T / sqrt({hs})", scores)
     sees = np.arange(s) <= offset + np.arange(t)[:, None]  # (T, S): query i, at position offset + i, sees 0..offset + i
     scores = where(sees, scores, scores.data.dtype.type(-np.inf))
-    hidden = "-inf where the key comes after the query: no peeking ahead"
-    step("mask", hidden if not sees.all() else "nothing to hide: no key comes after the query", scores)
+    masked = "-inf where the key comes after the query: no peeking ahead"
+    step("mask", masked if not sees.all() else "nothing to hide: no key comes after the query", scores)
     weights = F.softmax(scores, axis=-1)
     step("softmax", "each row sums to 1: how much each query takes from each key", weights)
     heads = weights @ v  # (nh, T, hs)
@@ -143,7 +139,7 @@ def block_forward(block, x, cache, step):
     x = x + attn.o_proj(concat)
     step("residual", f"x + concat W_O{plus_b(attn.o_proj)}", x)
     h = block.ffn_norm(x)
-    step("norm", NORMS[type(block.ffn_norm)], h)
+    step("norm", normalize(block.ffn_norm), h)
     ffn = block.ffn
     if isinstance(ffn, nn.SwiGLU):
         gate, up = ffn.gate_proj(h), ffn.up_proj(h)
@@ -165,8 +161,15 @@ def quiet(*_):
     """A step shown to no one: the layers after the detailed ones."""
 
 
-def plus_b(linear):
-    return "" if linear.bias is None else " + b"
+def plus_b(layer):
+    return "" if layer.bias is None else " + b"
+
+
+def normalize(norm):
+    """The formula of a LayerNorm or an RMSNorm."""
+    if isinstance(norm, nn.RMSNorm):
+        return "RMSNorm: x / sqrt(mean(x^2) + eps) * g"
+    return f"LayerNorm: (x - mean) / sqrt(var + eps) * g{plus_b(norm)}"
 
 
 def shape(x):
@@ -177,8 +180,8 @@ def summary(a):
     """|a| (over its finite entries: the mask puts -inf) and its first numbers, those of its first row."""
     first, n = (0,) * (a.ndim - 1), min(SHOWN, a.shape[-1])
     numbers = ", ".join(f"{v:.4g}" for v in a[first][:n]) + (", ..." if a.shape[-1] > n else "")
-    where_ = "".join(f"{i}, " for i in first)
-    return f"|x| {np.linalg.norm(a[np.isfinite(a)]):<9.4g} x[{where_}:{n}] = [{numbers}]"
+    row = "".join(f"{i}, " for i in first)
+    return f"|x| {np.linalg.norm(a[np.isfinite(a)]):<9.4g} x[{row}:{n}] = [{numbers}]"
 
 
 class Show:
@@ -261,5 +264,5 @@ def explain_chat(messages, ids, tokenizer, out):
     )
     for s, (text, said) in enumerate(segments):
         mine = np.flatnonzero(owner == s)
-        where_ = f"{mine[0]}-{mine[-1]}" if len(mine) else "-"
-        print(f"  tokens {where_:<6} {f'({len(mine)})':<5} {said}\n  {'':<19}{text!r}", file=out)
+        span = f"{mine[0]}-{mine[-1]}" if len(mine) else "-"
+        print(f"  tokens {span:<6} {f'({len(mine)})':<5} {said}\n  {'':<19}{text!r}", file=out)

@@ -16,6 +16,11 @@ from gradflow.models.llama import smollm2_instruct
 from gradflow.models.trace import trace
 from gradflow.training.checkpoint import load_checkpoint
 
+TRACE_HELP = (
+    "first print the prompt's tokens, each step of its forward pass (shapes, norms, first numbers) and one "
+    "KV-cached decode step; with --chat, which tokens the chat template added"
+)
+
 
 class Printer:
     """Streams decoded text as tokens arrive, holding back an incomplete multi-byte character."""
@@ -149,12 +154,7 @@ def add_command(sub):
     gen.add_argument("--checkpoint", help="a checkpoint file or the directory holding ckpt.npz (default: out)")
     gen.add_argument("--model", choices=["smollm2"], help="a pretrained model instead of a checkpoint")
     gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
-    gen.add_argument(
-        "--trace",
-        action="store_true",
-        help="first print the prompt's tokens, each step of its forward pass (shapes, norms, first numbers) "
-        "and one KV-cached decode step; with --chat, which tokens the chat template added",
-    )
+    gen.add_argument("--trace", action="store_true", help=TRACE_HELP)
     gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
     add_sampling_flags(gen, max_new_tokens=300, temperature=0.8)
     gen.set_defaults(run=run_generate)
