@@ -166,6 +166,39 @@ def test_same_computation_same_dot_text():
         )
 
 
+def test_grads_all_runs_backward_keeping_every_gradient():
+    a, b = gf.tensor(2.0, requires_grad=True), gf.tensor(-3.0, requires_grad=True)
+    e = a * b
+    loss = (e + a) * a  # a is read three times: its gradient sums the three paths
+    labels = nodes(gf.draw_graph(loss, grads="all", names={a: "a", e: "e", loss: "L"}))
+    assert float(a.grad) == 2 * a.item() * b.item() + 2 * a.item()  # dL/da = 2ab + 2a = -8
+    assert float(e.grad) == a.item()  # dL/de = a, an intermediate tensor's gradient, kept
+    assert "-8.0000" in labels["t0"] and "2.0000" in labels["t2"]  # e = t2 shows its gradient
+    assert float(loss.grad) == 1.0
+
+
+def test_grads_all_after_backward_refuses_to_add_a_second_gradient():
+    L = micrograd()  # already backwarded: leaves hold gradients and the graph is freed
+    with pytest.raises(ValueError, match="draw_graph: a backward pass already ran through this graph"):
+        gf.draw_graph(L, grads="all")
+    a = gf.tensor(1.0, requires_grad=True)
+    a.grad = np.array(5.0, dtype=np.float32)
+    with pytest.raises(ValueError, match="already holds a gradient"):
+        gf.draw_graph(a * a, grads="all")
+    with pytest.raises(ValueError, match=r"the root has shape \(2,\)"):
+        gf.draw_graph(gf.ones(2, requires_grad=True) * 2, grads="all")
+
+
+def test_the_legend_names_each_fill_colour():
+    g = gf.draw_graph(micrograd())
+    assert "subgraph cluster_legend" in g.source
+    for kind in ("leaf", "constant", "value", "result", "op"):
+        fill, text = gv.KINDS[kind]
+        assert re.search(rf'legend_{kind} \[label="?{re.escape(text)}"? fillcolor="{fill}"', g.source), kind
+    assert "legend_module" not in g.source and "legend_module" in gf.draw_graph(micrograd(), modules="collapse").source
+    assert "legend" not in gf.draw_graph(micrograd(), legend=False).source
+
+
 # --- module boxes ----------------------------------------------------------------------------------
 
 
@@ -285,6 +318,8 @@ def test_bad_format_and_path_are_clear_errors(tmp_path):
         ({"modules": "boxes"}, "modules must be None, 'cluster' or 'collapse'"),
         ({"max_elements": -1}, "max_elements must be a non-negative int"),
         ({"model": "gpt"}, "model must be an nn.Module"),
+        ({"grads": "some"}, "grads must be True, False or 'all'"),
+        ({"grads": 1}, "grads must be True, False or 'all'"),
     ],
 )
 def test_bad_options(kwargs, error):

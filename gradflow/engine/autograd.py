@@ -28,6 +28,7 @@ _grad_enabled = True
 _scope = ()  # the Modules whose forward is running, outermost first: recorded on each node for drawings
 _profiler = None  # set by gradflow.profile(): receives (op name, "forward" or "backward", seconds)
 _anomaly = False  # True inside gradflow.detect_anomaly(): every output and gradient is checked for NaN/inf
+_retain_all = False  # True inside retain_grads(): backward keeps every tensor's gradient, not only the leaves'
 
 
 def is_grad_enabled():
@@ -88,6 +89,23 @@ class module_scope:
     def __exit__(self, *exc):
         global _scope
         _scope = self.previous
+
+
+class retain_grads:
+    """Inside the block, backward keeps the gradient of every tensor of the graph in its .grad, as if
+    each had called retain_grad(): for drawing and exploring a graph with a gradient on every arrow.
+
+        with gf.autograd.retain_grads():
+            loss.backward()
+    """
+
+    def __enter__(self):
+        global _retain_all
+        self.previous, _retain_all = _retain_all, True
+
+    def __exit__(self, *exc):
+        global _retain_all
+        _retain_all = self.previous
 
 
 def unbroadcast(grad, shape):
@@ -347,7 +365,14 @@ def backward(root, grad=None, retain_graph=False):
     if _anomaly:
         anomaly.check_given_grad(grad)
     pending = {root.grad_fn: grad}
-    for node in topological_order(root.grad_fn):
+    order = topological_order(root.grad_fn)
+    if _retain_all:  # each op's output is its root or an input of a later op: keep each one's gradient
+        set_retained(root.grad_fn, root)
+        for node in order:
+            for t in node.inputs:
+                if t is not None and t.grad_fn is not None:
+                    set_retained(t.grad_fn, t)
+    for node in order:
         grad = pending.pop(node, None)
         if grad is None:  # nothing flowed here (its output's gradient was None)
             if not retain_graph:

@@ -4,11 +4,12 @@
     loss.backward()
     gf.draw_graph(loss, model=model)            # a graphviz.Digraph; Jupyter shows it as SVG
     gf.draw_graph(loss).write("loss.svg")       # or .png, or .dot for the DOT text
+    gf.draw_graph(loss, grads="all")            # runs backward keeping every tensor's gradient
 
 A tensor is a box with its name, shape and dtype and, when it is small, its data and gradient side
 by side; an op is an oval with its name; arrows follow the data from inputs to outputs. Nodes are
 numbered in the order of a walk from the root (the engine's topological order, inputs in order),
-so the same computation always gives the same DOT text.
+so the same computation always gives the same DOT text. A legend box names the fill colours.
 
 Laying out and drawing (svg, png) is Graphviz's work: the system's `dot` when it is on PATH, else
 `graphviz-pure`, a self-contained port of Graphviz's `dot` that pip installs as a program for every
@@ -25,7 +26,7 @@ from pathlib import Path
 import graphviz
 import numpy as np
 
-from gradflow.engine.autograd import topological_order
+from gradflow.engine.autograd import retain_grads, topological_order
 from gradflow.engine.tensor import Tensor
 from gradflow.nn.module import Module, Parameter
 
@@ -38,6 +39,45 @@ FALLBACK_PROGRAM = "graphviz-pure"  # the dot command line of the `graphviz-pure
 # fill colours: what the learner sets (leaves with gradients), constants, the result, ops and modules
 LEAF, CONSTANT, RESULT, VALUE = "#dbeafe", "#f3f4f6", "#fef3c7", "#ffffff"
 OP, MODULE = "#ffedd5", "#e0e7ff"
+KINDS = {  # what each fill means, for the legend
+    "leaf": (LEAF, "input or weight (requires grad)"),
+    "constant": (CONSTANT, "constant (no gradient)"),
+    "value": (VALUE, "computed tensor"),
+    "result": (RESULT, "the result (root)"),
+    "op": (OP, "operation"),
+    "module": (MODULE, "module (collapsed)"),
+}
+
+
+def tensor_kind(t, root):
+    """Which of the legend's kinds a tensor is: the result, a computed value, a leaf or a constant."""
+    return "result" if t is root else "value" if t.grad_fn is not None else "leaf" if t.requires_grad else "constant"
+
+
+def backward_keeping_every_grad(root, who, retain_graph=False):
+    """Run root.backward() keeping the gradient of every tensor in its graph (autograd.retain_grads),
+    unless root already holds its gradient (a backward in that mode ran); True if it ran. Refuses a
+    graph whose leaves already hold gradients: adding a second backward's would show doubled numbers."""
+    if root.grad is not None or root.grad_fn is None:
+        return False
+    if root.grad_fn._freed:
+        raise ValueError(
+            f"{who}: a backward pass already ran through this graph and freed it, keeping only the leaves' "
+            "gradients; build the graph again and call it before backward"
+        )
+    if root.numel() != 1:
+        raise ValueError(f"{who}: the root has shape {root.shape}; backward needs a one-element root (a loss)")
+    ops, _, _ = walk(root)
+    for op in ops:
+        for t in op.inputs:
+            if t is not None and t.grad_fn is None and t.grad is not None:
+                raise ValueError(
+                    f"{who}: {t.name or f'a leaf of shape {t.shape}'} already holds a gradient, and this backward "
+                    "would add to it; zero the gradients first (model.zero_grad()), or draw without running backward"
+                )
+    with retain_grads():
+        root.backward(retain_graph=retain_graph)
+    return True
 
 
 # --- rendering DOT text with Graphviz ----------------------------------------------------------
@@ -100,7 +140,7 @@ class ComputationGraph(graphviz.Digraph):
 # --- walking the graph ---------------------------------------------------------------------------
 
 
-def _walk(root):
+def walk(root):
     """The ops in data-flow order (each after the ops that made its inputs) and, for every tensor in
     order of first appearance, the ops that read it; also which tensor each op produced.
 
@@ -124,7 +164,7 @@ def _walk(root):
     return ops, readers, output
 
 
-def _shared_scope(scopes):
+def shared_scope(scopes):
     """The longest run of modules, from the outermost, that every scope starts with."""
     first, *rest = scopes
     n = len(first)
@@ -144,7 +184,7 @@ def _home(t, readers):
     scopes = [op.scope for op in readers[t]]
     if t.grad_fn is not None:
         scopes.append(t.grad_fn.scope)
-    return _shared_scope(scopes) if scopes else ()
+    return shared_scope(scopes) if scopes else ()
 
 
 # --- labels ------------------------------------------------------------------------------------
@@ -156,7 +196,7 @@ def _array_text(a):
     return '<br align="left"/>'.join(html.escape(line) for line in text.split("\n"))
 
 
-def _tensor_label(t, name, show_values, show_grads, max_elements, fill):
+def tensor_label(t, name, show_values, show_grads, max_elements, fill):
     """An HTML-like table: name, shape and dtype, then `data | grad` when the tensor is small enough."""
     cells = []
     if t.numel() <= max_elements:
@@ -193,7 +233,7 @@ def _index_text(index):
     return "[" + ", ".join(parts) + "]"
 
 
-def _param_text(key, value):
+def param_text(key, value):
     """A constant worth a glance (axis, shape, eps, ...) as `key=value`; None for arrays and defaults."""
     if key == "index":
         return _index_text(value)
@@ -206,13 +246,13 @@ def _param_text(key, value):
     return None
 
 
-def _op_label(op):
-    params = [p for p in (_param_text(k, v) for k, v in op.params.items()) if p is not None]
+def op_label(op):
+    params = [p for p in (param_text(k, v) for k, v in op.params.items()) if p is not None]
     extra = f'<br/><font point-size="10">{html.escape(", ".join(params))}</font>' if params else ""
     return f"<{html.escape(op.name)}{extra}>"
 
 
-def _module_label(module, module_names):
+def module_label(module, module_names):
     name = module_names.get(module)
     kind = type(module).__name__
     return f"{name} ({kind})" if name else kind
@@ -221,7 +261,9 @@ def _module_label(module, module_names):
 # --- the drawing -------------------------------------------------------------------------------
 
 
-def _check_options(root, model, rankdir, max_elements, modules, collapse_depth):
+def _check_options(root, model, rankdir, max_elements, modules, collapse_depth, grads=True):
+    if not (isinstance(grads, bool) or grads == "all"):
+        raise ValueError(f"draw_graph: grads must be True, False or 'all', got {grads!r}")
     if not isinstance(root, Tensor):
         raise TypeError(f"draw_graph: root must be a Tensor, got {type(root).__name__}")
     if model is not None and not isinstance(model, Module):
@@ -245,13 +287,15 @@ def draw_graph(
     modules=None,
     collapse_depth=1,
     names=None,
+    legend=True,
 ):
     """Draw everything `root` depends on; returns a ComputationGraph (a graphviz.Digraph).
 
     model: a Module whose Parameters get their dotted names (`blocks.0.attn.q_proj.weight`) and
         whose sub-modules label the module boxes.
     values, grads: print the data and (after backward) the gradient of tensors with at most
-        `max_elements` elements.
+        `max_elements` elements. grads="all" first runs the backward pass keeping every tensor's
+        gradient (autograd.retain_grads), so that every box shows the gradient flowing back into it.
     rankdir: "LR" (inputs on the left) or "TB" (inputs at the top).
     modules: None draws every op; "cluster" boxes each module's ops with the module's name;
         "collapse" draws each module `collapse_depth` levels below the outermost one as one node
@@ -259,26 +303,42 @@ def draw_graph(
         one node. A tensor sits in the innermost module that made it and read it (inputs and
         constants outside every module); one used only inside a collapsed module is not drawn.
     names: {tensor: name}; otherwise a tensor's `.name`, else its parameter name in `model`.
+    legend: a box naming what each fill colour means.
     """
-    _check_options(root, model, rankdir, max_elements, modules, collapse_depth)
+    _check_options(root, model, rankdir, max_elements, modules, collapse_depth, grads)
+    if grads == "all":
+        backward_keeping_every_grad(root, "draw_graph")
     named, module_names = {}, {}
     if model is not None:
         named.update((p, name) for name, p in model.named_parameters())
         module_names.update((m, name) for name, m in model.named_modules())
-    ops, readers, output = _walk(root)
+    ops, readers, output = walk(root)
     named.update((t, t.name) for t in readers if t.name)
     named.update(names or {})
 
-    def tensor_label(t):
-        fill = RESULT if t is root else VALUE if t.grad_fn is not None else LEAF if t.requires_grad else CONSTANT
-        return _tensor_label(t, named.get(t), values, grads, max_elements, fill)
+    def label_of(t):
+        return tensor_label(t, named.get(t), values, bool(grads), max_elements, KINDS[tensor_kind(t, root)][0])
 
-    drawing = _Drawing(root, readers, modules, collapse_depth, tensor_label, module_names)
+    drawing = _Drawing(root, readers, modules, collapse_depth, label_of, module_names)
     for op in ops:
         drawing.add_op(op, output[op])
     if not ops:
         drawing.tensor_node(root)
-    return drawing.digraph(rankdir)
+    graph = drawing.digraph(rankdir)
+    if legend:
+        shown = ["leaf", "constant", "value", "result", "op"] + ["module"] * (modules == "collapse")
+        _add_legend(graph, shown)
+    return graph
+
+
+def _add_legend(graph, kinds):
+    """A box of one sample node per kind drawn, each filled with its colour and saying what it is."""
+    with graph.subgraph(name="cluster_legend") as box:
+        box.attr(label="legend", style="rounded", color="#d1d5db", fontsize="10")
+        for kind in kinds:
+            fill, text = KINDS[kind]
+            shape = {"op": "ellipse", "module": "box3d"}.get(kind, "box")
+            box.node(f"legend_{kind}", label=text, shape=shape, fillcolor=fill, fontsize="9", height="0.2")
 
 
 class _Drawing:
@@ -324,8 +384,8 @@ class _Drawing:
     def unit_node(self, op):
         u = self.unit(op)
         if u is op:
-            return self.place(op, "op", op.scope, {"label": _op_label(op), "fillcolor": OP})
-        attrs = {"label": _module_label(u, self.module_names), "shape": "box3d", "fillcolor": MODULE}
+            return self.place(op, "op", op.scope, {"label": op_label(op), "fillcolor": OP})
+        attrs = {"label": module_label(u, self.module_names), "shape": "box3d", "fillcolor": MODULE}
         return self.place(u, "m", op.scope[: self.depth], attrs)
 
     def connect(self, tail, head, once):
@@ -363,8 +423,11 @@ class _Drawing:
             body.node(node_id, **attrs)
         for inner in (s for s in boxes if len(s) == len(scope) + 1 and s[: len(scope)] == scope):
             with body.subgraph(name=f"cluster_{boxes[inner]}") as box:
-                box.attr(label=_module_label(inner[-1], self.module_names), style="rounded", color="#9ca3af")
+                box.attr(label=module_label(inner[-1], self.module_names), style="rounded", color="#9ca3af")
                 self.fill(box, inner, boxes)
 
 
-__all__ = ["ComputationGraph", "draw_graph", "layout_program", "render"]
+__all__ = [
+    "ComputationGraph", "backward_keeping_every_grad", "draw_graph", "layout_program", "module_label", "op_label",
+    "param_text", "render", "shared_scope", "tensor_kind", "tensor_label", "walk",
+]  # fmt: skip

@@ -1,0 +1,89 @@
+"""The explorer's page: every view laid out by Graphviz as SVG, the data as JSON, and the page's own
+script and style (gradflow/tools/explorer/), all in one HTML file that needs no network.
+
+The views are laid out in one run of `dot` (it reads several graphs from one input and writes one
+SVG after another). Each view's SVG and details sit in their own <script type="application/json">
+block, parsed only when the view is opened, so a large model's page opens as fast as a small one's.
+"""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from gradflow.tools.graph import MODULE, OP, layout_program
+
+ASSETS = Path(__file__).parent / "explorer"
+INSTALL = "install Graphviz (apt-get install graphviz, brew install graphviz, or pip install graphviz-pure)"
+
+
+def _dot_text(index, view):
+    """One view as a DOT graph: node and edge ids are the page's, so a click finds its details."""
+    lines = [
+        f"digraph view{index} {{",
+        '  graph [rankdir=LR fontname="Helvetica" nodesep=0.3 ranksep=0.35 bgcolor="transparent"]',
+        '  node [fontname="Helvetica" fontsize=12 style=filled]',
+        "  edge [arrowsize=0.7 penwidth=1.2]",
+    ]
+    for nid, info in view["nodes"].items():
+        if info["kind"] == "tensor":
+            attrs = f"label={info['label']} shape=plain"
+        elif info["kind"] == "op":
+            extra = " peripheries=2" if info.get("view") is not None else ""
+            attrs = f'label={info["label"]} shape=ellipse fillcolor="{OP}"{extra}'
+        else:
+            label = json.dumps(f"{info['name']} ({info['cls']})")
+            attrs = f'label={label} shape=box3d fillcolor="{MODULE}"'
+        lines.append(f'  {nid} [id="{nid}" {attrs}]')
+    for eid, tail, head in view["edges"]:
+        lines.append(f'  {tail} -> {head} [id="{eid}"]')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _clean_svg(svg):
+    """Only the <svg> element: no XML prologue, comments or tooltips (node names), to keep the page small."""
+    return re.sub(r"<!--.*?-->\n?|<title>.*?</title>\n?", "", svg[svg.index("<svg") :], flags=re.S).strip()
+
+
+def lay_out(views):
+    """The SVG of each view, laid out by Graphviz's dot in one run."""
+    try:
+        program = layout_program()
+    except RuntimeError:
+        raise OSError(f"explore: laying out the graph needs Graphviz's `dot`, which was not found: {INSTALL}") from None
+    source = "\n".join(_dot_text(i, v) for i, v in enumerate(views))
+    done = subprocess.run([program, "-Tsvg"], input=source.encode("utf-8"), capture_output=True)
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip()
+        raise OSError(f"explore: {Path(program).name} could not lay out the graph: {message}")
+    svgs = done.stdout.decode("utf-8").split("<?xml")
+    svgs = [s for s in svgs if "<svg" in s]
+    if len(svgs) != len(views):
+        raise OSError(f"explore: {Path(program).name} wrote {len(svgs)} drawings for {len(views)} views")
+    return [_clean_svg(s) for s in svgs]
+
+
+def _json(value):
+    """JSON that can sit inside a <script> element: `</` written as `<\\/`."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+
+
+def page_html(data, views):
+    """The whole page: data, one JSON block per view (with its SVG), script and style inlined."""
+    svgs = lay_out(views)
+    data = dict(data, views=[{"title": v["title"], "parent": v["parent"]} for v in views])
+    blocks = [f'<script type="application/json" id="gf-data">{_json(data)}</script>']
+    for i, (view, svg) in enumerate(zip(views, svgs)):
+        body = {"svg": svg, "nodes": view["nodes"], "edges": view["edges"], "steps": view["steps"]}
+        blocks.append(f'<script type="application/json" id="gf-view-{i}">{_json(body)}</script>')
+    page = (ASSETS / "page.html").read_text(encoding="utf-8")
+    style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
+    script = (ASSETS / "explorer.js").read_text(encoding="utf-8")
+    title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
+    return (
+        page.replace("{{title}}", title)
+        .replace("/*{{style}}*/", style)
+        .replace("<!--{{data}}-->", "\n".join(blocks))
+        .replace("/*{{script}}*/", script.replace("</script", "<\\/script"))
+    )

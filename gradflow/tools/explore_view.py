@@ -1,0 +1,315 @@
+"""The explorer's views of a computation: what each one draws and what clicking its nodes shows.
+
+A view shows the ops that ran directly in one module, and each sub-module that ran as one box
+(a view of its own, opened on click); the first view is the innermost module every op ran in.
+A tensor appears in the views where it crosses a box's edge, and not in the views above, where it
+stays inside one box. A fused op opened into primitive ops is a view too, of a graph of its own.
+
+Gradients: after a backward pass that kept every gradient (autograd.retain_grads), each op's
+output holds dL/d(output); running the op's backward on it again gives the share it sends to each
+of its inputs, the number that travels along that arrow. A tensor read by n ops receives n shares,
+summed in reverse data-flow order, as the engine sums them.
+"""
+
+import inspect
+
+import numpy as np
+
+from gradflow.engine.autograd import _as_grad_tuple, _input_grad, retain_grads
+from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
+from gradflow.fast import REPLACES
+from gradflow.tools.explore_data import stats, summary
+from gradflow.tools.explore_fused import COMPOSED, composed
+from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, tensor_label, walk
+
+PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
+INLINE = 4  # a tensor of at most this many numbers shows them in its box
+
+
+def brief(a):
+    """A share of a gradient as the page shows it: every number if few, else the statistics."""
+    return None if a is None else summary(a) if a.size <= 64 else {"shape": list(a.shape), "stats": stats(a)}
+
+
+def _within(scope, prefix):
+    return len(scope) >= len(prefix) and all(a is b for a, b in zip(scope, prefix))
+
+
+def _formula(op):
+    """The docstring of the plain op (the fast tier's kernels point to it) and, for a fast kernel, its note."""
+    plain = PLAIN_OF.get(type(op), type(op))
+    fast = None if plain is type(op) else inspect.getdoc(type(op)).split("\n\n")[0]
+    return inspect.getdoc(plain) or op.name, fast
+
+
+def _input_names(op):
+    """The names forward gives its inputs (q, k, v; x, w, b), from its signature."""
+    names = list(inspect.signature(type(op).forward).parameters)[1:]
+    return [names[i] if i < len(names) and not names[i].startswith("*") else f"x{i}" for i in range(len(op.inputs))]
+
+
+class Exploration:
+    """Every view of one computation and of the fused ops opened in it, with the page's data."""
+
+    def __init__(self, root, model, names, max_decompositions):
+        self.root, self.budget = root, max_decompositions
+        self.module_names = {} if model is None else {id(m): n for n, m in model.named_modules()}
+        self.names = {} if model is None else {id(p): n for n, p in model.named_parameters()}
+        self.names |= {id(t): n for t, n in names.items()}
+        self.views, self.graphs, self.counts = [], [], {"t": 0, "o": 0, "m": 0}
+        self.ids = {}  # id(object) -> its node id, the same in every view
+        self.keep = []  # the objects named in self.ids, so that no id is reused
+        self.main = self.graph(root, "graph", None)
+
+    def node_id(self, obj, prefix):
+        if id(obj) not in self.ids:
+            self.ids[id(obj)] = f"{prefix}{self.counts[prefix]}"
+            self.counts[prefix] += 1
+            self.keep.append(obj)
+        return self.ids[id(obj)]
+
+    # --- one graph: the computation, or a fused op's primitive ops --------------------------------
+
+    def graph(self, root, title, parent):
+        """Walk the graph of `root`, work out every arrow's gradient, and add its views; the first view's index."""
+        ops, readers, output = walk(root)
+        g = _Graph(root, ops, readers, output)
+        self.graphs.append(g)
+        g.shares = self.shares(ops, output)
+        g.arrivals = self.arrivals(g)
+        fused = [op for op in ops if op.name in COMPOSED]
+        kinds = {}
+        for op in fused:
+            kinds.setdefault(op.name, op)
+        chosen = list(kinds.values()) + [op for op in fused if op not in kinds.values()]
+        g.decompose = set(chosen[: self.budget])
+        self.budget -= len(g.decompose)
+        g.infos = {}
+        top = shared_scope([op.scope for op in ops]) if ops else ()
+        return self.view(g, top, title, parent)
+
+    def shares(self, ops, output):
+        """{(op, i): the gradient op sends to its input i}, from each op's backward run once more."""
+        shares = {}
+        for op in ops:
+            g = output[op].grad
+            if op._freed or g is None:
+                continue
+            grads = _as_grad_tuple(op, type(op).backward(op, g))
+            for i, (t, gi) in enumerate(zip(op.inputs, grads)):
+                if t is not None and gi is not None and op.needs_input_grad[i]:
+                    shares[op, i] = _input_grad(op, i, t, gi)
+        return shares
+
+    def arrivals(self, g):
+        """For each tensor read more than once: (op, its share, the sum so far) in the order backward adds them."""
+        arrivals, sums = {}, {}
+        for op in reversed(g.ops):
+            for i, t in enumerate(op.inputs):
+                if (op, i) in g.shares and len(g.readers[t]) > 1:
+                    share = g.shares[op, i]
+                    sums[id(t)] = share.copy() if id(t) not in sums else sums[id(t)] + share
+                    arrivals.setdefault(id(t), []).append([self.node_id(op, "o"), brief(share), brief(sums[id(t)])])
+        return arrivals
+
+    # --- one view: the ops run directly in one module, its sub-modules as boxes ----------------------
+
+    def view(self, g, scope, title, parent):
+        index = len(self.views)
+        v = {"title": title, "parent": parent, "nodes": {}, "edges": [], "steps": [], "order": []}
+        self.views.append(v)
+        depth = len(scope)
+        ops = [op for op in g.ops if _within(op.scope, scope)]
+
+        def unit(op):
+            return op if len(op.scope) == depth else op.scope[depth]
+
+        def shown(t):
+            home = g.home(t)
+            return t is g.root or not (len(home) > depth and _within(home, scope))
+
+        edges, units = [], []
+        for op in ops:
+            u = unit(op)
+            uid = self.unit_node(g, u, op, index, scope, units)
+            for t in op.inputs:
+                if t is not None and shown(t):
+                    if u is not op and t.grad_fn is not None and _within(t.grad_fn.scope, op.scope[: depth + 1]):
+                        continue  # an arrow from a box back into itself says nothing
+                    edges.append((self.tensor_node(g, t, v), uid, u is not op))
+            out = g.output[op]
+            if shown(out):
+                edges.append((uid, self.tensor_node(g, out, v), u is not op))
+        if not ops:
+            self.tensor_node(g, g.root, v)
+        seen = set()
+        for tail, head, once in edges:
+            if once and (tail, head) in seen:
+                continue
+            seen.add((tail, head))
+            v["edges"].append([f"e{len(v['edges'])}", tail, head])
+        v["steps"] = units
+        return index
+
+    def unit_node(self, g, u, op, index, scope, units):
+        """The node of an op, or of the sub-module box it ran in; added to view `index` the first time."""
+        v = self.views[index]
+        if u is op:
+            uid = self.node_id(op, "o")
+            if uid not in v["nodes"]:
+                v["nodes"][uid] = self.op_info(g, op, index)
+        else:
+            uid = self.node_id(u, "m")
+            if uid not in v["nodes"]:
+                name = self.module_names.get(id(u)) or type(u).__name__
+                v["nodes"][uid] = {"kind": "module", "name": name, "cls": type(u).__name__, "view": None}
+                child = scope + (u,)
+                v["nodes"][uid]["view"] = self.view(g, child, f"{name} ({type(u).__name__})", index)
+        if uid not in units:
+            units.append(uid)
+        return uid
+
+    def tensor_node(self, g, t, v):
+        tid = self.node_id(t, "t")
+        if tid not in v["nodes"]:
+            v["nodes"][tid] = self.tensor_info(g, t)
+        return tid
+
+    # --- what a click shows -------------------------------------------------------------------------
+
+    def name(self, t):
+        return t.name or self.names.get(id(t), "")
+
+    def module_path(self, scope):
+        if not scope:
+            return ""
+        return self.module_names.get(id(scope[-1])) or type(scope[-1]).__name__
+
+    def tensor_info(self, g, t):
+        if id(t) in g.infos:
+            return g.infos[id(t)]
+        kind = tensor_kind(t, g.root)
+        info = {
+            "kind": "tensor",
+            "name": self.name(t),
+            "shape": list(t.shape),
+            "dtype": str(t.dtype),
+            "tkind": kind,
+            "module": self.module_path(g.home(t)),
+            "data": summary(t.data),
+            "grad": summary(t.grad),
+            "made_by": None if t.grad_fn is None else self.node_id(t.grad_fn, "o"),
+            "used_by": [self.node_id(op, "o") for op in g.readers.get(t, [])],
+            "arrivals": g.arrivals.get(id(t)),
+            "label": tensor_label(t, self.name(t), True, True, INLINE, KINDS[kind][0]),
+        }
+        g.infos[id(t)] = info
+        return info
+
+    def op_info(self, g, op, view_index):
+        formula, fast = _formula(op)
+        params = [p for p in (param_text(k, v) for k, v in op.params.items()) if p is not None]
+        arrays = [f"{k}: array of shape {np.shape(v)}" for k, v in op.params.items() if isinstance(v, np.ndarray)]
+        info = {
+            "kind": "op",
+            "name": op.name,
+            "doc": formula,
+            "fast": fast,
+            "params": params + arrays,
+            "module": self.module_path(op.scope),
+            "input_names": _input_names(op),
+            "inputs": [None if t is None else self.node_id(t, "t") for t in op.inputs],
+            "output": self.node_id(g.output[op], "t"),
+            "shares": [brief(g.shares.get((op, i))) for i in range(len(op.inputs))],
+            "label": op_label(op),
+            "fused": op.name in COMPOSED,
+            "view": None,
+        }
+        if op in g.decompose:
+            info["view"], info["check"] = self.decomposition(g, op, view_index)
+        return info
+
+    def decomposition(self, g, op, parent):
+        """Open a fused op into primitive ops, on copies of its inputs, from its output's gradient.
+
+        Returns the view's index and the largest differences from the fused op's numbers."""
+        names = _input_names(op)
+        leaves = []
+        for i, t in enumerate(op.inputs):
+            leaf = None
+            if t is not None:
+                leaf = type(t)(t.data.copy(), requires_grad=op.needs_input_grad[i])
+                leaf.name = names[i]
+            leaves.append(leaf)
+        with np.errstate(all="ignore"):
+            out = composed(op.name, leaves, op.params)
+            out.name = "out"
+            fused_out, grad = g.output[op], g.output[op].grad
+            if grad is not None and out.requires_grad:
+                with retain_grads():
+                    out.backward(grad, retain_graph=True)
+        check = {"value": _largest_difference(out.data, fused_out.data)}
+        shares = [(leaf.grad, g.shares.get((op, i))) for i, leaf in enumerate(leaves) if leaf is not None]
+        if grad is not None:
+            check["grad"] = max((_largest_difference(a, b) for a, b in shares if b is not None), default=0.0)
+        return self.graph(out, f"{op.name} as primitive ops", parent), check
+
+    # --- attention maps -------------------------------------------------------------------------------
+
+    def attention_maps(self):
+        """Each attention op's weights, first sequence of the batch: (layers, heads, Tq, Tk) in thousandths."""
+        g = self.graphs[0]
+        layers = []
+        for op in g.ops:
+            if op.name != "attention":
+                continue
+            q, k = op.inputs[0].data, op.inputs[1].data
+            bias = op.inputs[3].data if len(op.inputs) > 3 and op.inputs[3] is not None else None
+            p = op.params
+            tq, tk = q.shape[-2], k.shape[-2]
+            allowed = allowed_keys(p.get("allowed"), p.get("causal", False), tq, tk)
+            w = softmax_of_scores(q, k, allowed, p.get("scale"), bias)
+            w = w.reshape((q.shape[0] if q.ndim > 2 else 1), -1, tq, tk)[0]
+            heads = [np.rint(h * 1000).astype(int).ravel().tolist() for h in w]
+            layers.append({"op": self.node_id(op, "o"), "module": self.module_path(op.scope), "heads": heads})
+        return layers
+
+    def data(self, tokens):
+        """The page's data: views (their nodes' details are written per view), attention maps, tokens."""
+        maps = self.attention_maps()
+        return {
+            "main": self.main,
+            "attention": {"layers": maps, "tokens": tokens},
+            "kinds": {k: list(v) for k, v in KINDS.items()},
+        }
+
+    def release(self):
+        """Free what forward saved in the computation's graph, as backward does without retain_graph."""
+        for op in self.graphs[0].ops:
+            if not op._freed:
+                op._release()
+
+
+def _largest_difference(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    both = np.isfinite(a) & np.isfinite(b)
+    same_inf = (a == b) | (np.isnan(a) & np.isnan(b))
+    worst = float(np.abs(a - b)[both].max()) if both.any() else 0.0
+    return float(f"{worst:.3g}") if (both | same_inf).all() else "NaN or inf in one only"
+
+
+class _Graph:
+    """One walked graph: its ops in data-flow order, the ops reading each tensor, each op's output."""
+
+    def __init__(self, root, ops, readers, output):
+        self.root, self.ops, self.readers, self.output = root, ops, readers, output
+        self.homes = {}
+
+    def home(self, t):
+        """The innermost module every op touching t ran in (the op that made it and those reading it)."""
+        if id(t) not in self.homes:
+            scopes = [op.scope for op in self.readers.get(t, [])]
+            if t.grad_fn is not None:
+                scopes.append(t.grad_fn.scope)
+            self.homes[id(t)] = shared_scope(scopes) if scopes else ()
+        return self.homes[id(t)]

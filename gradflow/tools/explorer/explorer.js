@@ -1,0 +1,540 @@
+// gradflow explorer: shows what Python computed (gradflow/tools/explore.py); computes nothing itself.
+// Data: #gf-data (views' titles, attention maps, training), #gf-view-N (one view: svg, nodes, edges,
+// steps), parsed when the view is first opened.
+"use strict";
+
+const DATA = JSON.parse(document.getElementById("gf-data").textContent);
+const views = {};
+const state = { view: null, index: -1, step: -1, selected: null, box: null };
+
+function view(i) {
+  if (!(i in views)) views[i] = JSON.parse(document.getElementById("gf-view-" + i).textContent);
+  return views[i];
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) e.append(c);
+  return e;
+}
+
+// --- numbers --------------------------------------------------------------------------------------
+
+function fmt(v) {
+  if (typeof v === "string") return v;
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  return a >= 1e4 || a < 1e-3 ? v.toExponential(3) : Number(v.toPrecision(4)).toString();
+}
+
+function colour(v, scale, signed) {
+  if (typeof v === "string") return "#000";
+  const x = Math.max(-1, Math.min(1, scale ? v / scale : 0));
+  if (!signed) return `rgb(${Math.round(255 - 218 * x)},${Math.round(255 - 156 * x)},${Math.round(255 - 20 * x)})`;
+  const w = Math.round(255 * (1 - Math.abs(x)));
+  return x >= 0 ? `rgb(255,${w},${w})` : `rgb(${w},${w},255)`;
+}
+
+function maxAbs(values) {
+  let m = 0;
+  for (const v of values) if (typeof v === "number" && Math.abs(v) > m) m = Math.abs(v);
+  return m;
+}
+
+function statsLine(s) {
+  if (!s) return null;
+  const parts = ["min", "max", "mean", "std", "norm"].filter(k => k in s).map(k => `${k} ${fmt(s[k])}`);
+  if (s.nan) parts.push(`NaN ×${s.nan}`);
+  if (s.inf) parts.push(`inf ×${s.inf}`);
+  return el("div", { class: "stats", text: parts.join("   ") });
+}
+
+function valuesTable(shape, values, cls) {
+  // the last axis across, everything before it down; each cell tinted by its value
+  const cols = shape.length ? shape[shape.length - 1] : 1;
+  const scale = maxAbs(values);
+  const table = el("table", { class: "values " + cls });
+  for (let r = 0; r * cols < Math.max(values.length, 1) && values.length; r++) {
+    const tr = el("tr");
+    for (let c = 0; c < cols; c++) {
+      const i = r * cols + c;
+      tr.append(el("td", { "data-i": i, style: `background:${colour(values[i], scale, true)}`, text: fmt(values[i]) }));
+    }
+    table.append(tr);
+  }
+  return table;
+}
+
+function heatCanvas(rows, cols, values, signed, cell) {
+  const scale = signed ? maxAbs(values) : 1;
+  cell = cell || Math.max(2, Math.min(14, Math.floor(320 / Math.max(rows, cols))));
+  const c = el("canvas", { class: "heat", width: cols * cell, height: rows * cell });
+  const g = c.getContext("2d");
+  for (let r = 0; r < rows; r++)
+    for (let k = 0; k < cols; k++) {
+      g.fillStyle = colour(values[r * cols + k], scale, signed);
+      g.fillRect(k * cell, r * cell, cell, cell);
+    }
+  return c;
+}
+
+function histogram(h) {
+  const W = 300, H = 60, n = h.counts.length, top = Math.max(...h.counts, 1);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "hist");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H + 14);
+  h.counts.forEach((count, i) => {
+    const r = document.createElementNS(ns, "rect");
+    const hgt = (H * count) / top;
+    r.setAttribute("x", (i * W) / n);
+    r.setAttribute("y", H - hgt);
+    r.setAttribute("width", W / n - 1);
+    r.setAttribute("height", hgt);
+    svg.append(r);
+  });
+  for (const [x, text, anchor] of [[0, fmt(h.lo), "start"], [W, fmt(h.hi), "end"]]) {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x);
+    t.setAttribute("y", H + 12);
+    t.setAttribute("font-size", "10");
+    t.setAttribute("text-anchor", anchor);
+    t.textContent = text;
+    svg.append(t);
+  }
+  return svg;
+}
+
+function arrayView(s, cls) {
+  // every number of a small array; a heat map, a histogram and statistics of a large one
+  if (!s) return el("p", { class: "hint", text: "none (no gradient reached it, or backward has not run)" });
+  const box = el("div", { class: "array " + cls });
+  if (s.note) box.append(el("p", { class: "hint", text: s.note }));
+  if (s.values) box.append(valuesTable(s.shape, s.values, cls));
+  if (s.heat) {
+    const shape = s.shape;
+    const lead = shape.length > 2 ? `[${shape.slice(0, -2).map(() => 0).join(", ")}, :, :]` : "";
+    const rows = s.heat.rows.length, cols = s.heat.cols.length;
+    const every = shape.length >= 2 && s.heat.rows.length < shape[shape.length - 2] ? " (every " + Math.round(shape[shape.length - 2] / rows) + "th row and column)" : "";
+    box.append(el("div", { class: "hint", text: `heat map of ${lead || "the matrix"}${every}: red > 0, blue < 0` }));
+    box.append(heatCanvas(rows, cols, s.heat.values, true));
+  }
+  if (s.hist) box.append(histogram(s.hist));
+  box.append(statsLine(s.stats));
+  return box;
+}
+
+// --- the graph: showing a view, pan and zoom --------------------------------------------------------
+
+const canvas = document.getElementById("canvas");
+const pane = document.getElementById("graph-pane");
+
+function svgElement() { return canvas.querySelector("svg"); }
+
+function setBox(b) {
+  state.box = b;
+  svgElement().setAttribute("viewBox", `${b.x} ${b.y} ${b.w} ${b.h}`);
+}
+
+function fit() {
+  // the drawing's own viewBox, as dot wrote it, with a margin
+  const [x, y, w, h] = state.drawn;
+  const pad = 16;
+  setBox({ x: x - pad, y: y - pad, w: w + 2 * pad, h: h + 2 * pad });
+}
+
+function zoom(factor, cx, cy) {
+  const b = state.box;
+  const r = pane.getBoundingClientRect();
+  const svg = svgElement();
+  // the point under the cursor stays put: map it through the current viewBox (preserveAspectRatio meet)
+  const s = Math.max(b.w / r.width, b.h / r.height);
+  const ox = b.x - (r.width * s - b.w) / 2, oy = b.y - (r.height * s - b.h) / 2;
+  const px = ox + (cx - r.left) * s, py = oy + (cy - r.top) * s;
+  setBox({ x: px - (px - b.x) * factor, y: py - (py - b.y) * factor, w: b.w * factor, h: b.h * factor });
+  void svg;
+}
+
+pane.addEventListener("wheel", e => {
+  e.preventDefault();
+  zoom(e.deltaY > 0 ? 1.15 : 1 / 1.15, e.clientX, e.clientY);
+}, { passive: false });
+
+let drag = null;
+pane.addEventListener("mousedown", e => {
+  if (e.target.closest("#zoom, #legend")) return;
+  drag = { x: e.clientX, y: e.clientY, box: state.box, moved: false };
+});
+window.addEventListener("mousemove", e => {
+  if (!drag) return;
+  const r = pane.getBoundingClientRect();
+  const s = Math.max(drag.box.w / r.width, drag.box.h / r.height);
+  const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+  if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; pane.classList.add("dragging"); }
+  if (drag.moved) setBox({ x: drag.box.x - dx * s, y: drag.box.y - dy * s, w: drag.box.w, h: drag.box.h });
+});
+window.addEventListener("mouseup", () => {
+  pane.classList.remove("dragging");
+  setTimeout(() => { drag = null; }, 0);
+});
+document.getElementById("zoom-in").onclick = () => { const r = pane.getBoundingClientRect(); zoom(1 / 1.3, r.left + r.width / 2, r.top + r.height / 2); };
+document.getElementById("zoom-out").onclick = () => { const r = pane.getBoundingClientRect(); zoom(1.3, r.left + r.width / 2, r.top + r.height / 2); };
+document.getElementById("zoom-fit").onclick = fit;
+
+canvas.addEventListener("click", e => {
+  if (drag && drag.moved) return;
+  const g = e.target.closest("g.node");
+  if (!g) return;
+  const info = state.view.nodes[g.id];
+  if (info.kind === "module") openView(info.view);
+  else select(g.id);
+});
+
+function openView(i) {
+  state.index = i;
+  state.view = view(i);
+  state.step = -1;
+  state.selected = null;
+  canvas.innerHTML = state.view.svg;
+  const svg = svgElement();
+  svg.removeAttribute("width");
+  svg.removeAttribute("height");
+  state.drawn = svg.getAttribute("viewBox").trim().split(/[\s,]+/).map(Number);
+  fit();
+  crumbs();
+  showStep();
+  const p = document.getElementById("panel");
+  p.innerHTML = "";
+  const title = DATA.views[i].title;
+  p.append(el("h2", { text: title }));
+  p.append(el("p", { class: "hint", text: "Click a tensor (box) for its values and gradient, an op (oval) for its formula, a module (3-D box) to open it; a double-bordered op is fused and opens into its primitive ops. Drag to pan, scroll to zoom; → and ← step through forward and backward, b jumps to the backward pass, Esc goes up." }));
+}
+
+function crumbs() {
+  const chain = [];
+  for (let i = state.index; i != null; i = DATA.views[i].parent) chain.unshift(i);
+  const box = document.getElementById("crumbs");
+  box.innerHTML = "";
+  chain.forEach((i, n) => {
+    if (n) box.append(el("span", { class: "sep", text: "›" }));
+    box.append(el("a", { "data-view": i, text: DATA.views[i].title, onclick: () => openView(i) }));
+  });
+}
+
+function legend() {
+  const box = document.getElementById("legend");
+  for (const [kind, [fill, text]] of Object.entries(DATA.kinds)) {
+    const cls = kind === "op" ? "op" : "";
+    box.append(el("div", {}, el("i", { class: cls, style: `background:${fill}` }), text));
+  }
+  box.append(el("div", {}, el("i", { class: "fused", style: `background:${DATA.kinds.op[0]}` }), "fused op: click, then open it"));
+  box.append(el("div", {}, el("i", { class: "flow" }), "forward step: data flows in"));
+  box.append(el("div", {}, el("i", { class: "grad" }), "backward step: gradient flows back"));
+}
+
+// --- the panel: what a click shows ------------------------------------------------------------------
+
+function nodeLink(id) {
+  const info = state.view.nodes[id];
+  const text = info ? (info.kind === "op" ? info.name : (info.name || "tensor") + " " + JSON.stringify(info.shape)) : id;
+  return info ? el("a", { class: "node", "data-node": id, text, onclick: () => select(id) }) : el("span", { text: id + " (in another view)" });
+}
+
+function select(id) {
+  state.selected = id;
+  for (const g of canvas.querySelectorAll("g.node.selected")) g.classList.remove("selected");
+  const g = document.getElementById(id);
+  if (g) g.classList.add("selected");
+  const info = state.view.nodes[id];
+  const p = document.getElementById("panel");
+  p.innerHTML = "";
+  p.append(stepNote(id));
+  if (info.kind === "tensor") tensorPanel(p, id, info);
+  else opPanel(p, id, info);
+}
+
+function tensorPanel(p, id, info) {
+  p.append(el("h2", { text: info.name || "tensor" }));
+  p.append(el("div", { class: "meta" }, "shape ", el("code", { text: "(" + info.shape.join(", ") + (info.shape.length === 1 ? ",)" : ")") }), " · dtype ", el("code", { text: info.dtype }), " · " + DATA.kinds[info.tkind][1] + (info.module ? " · in " : ""), info.module ? el("code", { text: info.module }) : null));
+  p.append(el("h3", { text: "value" }));
+  p.append(arrayView(info.data, "data"));
+  p.append(el("h3", { text: "gradient dL/d" + (info.name || "tensor") }));
+  p.append(arrayView(info.grad, "grad"));
+  if (info.arrivals) {
+    p.append(el("h3", { text: `its gradient arrives in ${info.arrivals.length} shares, one per use` }));
+    const ul = el("ul", { class: "arrivals" });
+    info.arrivals.forEach(([op, share, sum], n) => {
+      const li = el("li", { "data-op": op }, `share ${n + 1} from `, nodeLink(op), ": ");
+      li.append(share.values ? el("code", { text: share.values.slice(0, 6).map(fmt).join(", ") + (share.values.length > 6 ? ", …" : "") }) : statsLine(share.stats));
+      li.append(el("br"), "sum so far: ");
+      li.append(sum.values ? el("code", { text: sum.values.slice(0, 6).map(fmt).join(", ") + (sum.values.length > 6 ? ", …" : "") }) : statsLine(sum.stats));
+      if (currentOp() === op) li.classList.add("now");
+      ul.append(li);
+    });
+    p.append(ul);
+  }
+  const made = info.made_by ? el("div", {}, "made by ", nodeLink(info.made_by)) : el("div", { text: "a leaf: no op made it" });
+  p.append(el("h3", { text: "in the graph" }), made);
+  if (info.used_by.length) p.append(el("div", {}, "read by ", ...info.used_by.flatMap((o, n) => (n ? [", ", nodeLink(o)] : [nodeLink(o)]))));
+}
+
+function opPanel(p, id, info) {
+  p.append(el("h2", { text: info.name }));
+  if (info.module) p.append(el("div", { class: "meta" }, "in ", el("code", { text: info.module })));
+  if (info.view != null) {
+    p.append(el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view) }));
+    const c = info.check || {};
+    p.append(el("div", { class: "hint", text: `the same numbers: largest difference from the fused op ${fmt(c.value)} in value` + ("grad" in c ? `, ${fmt(c.grad)} in gradient` : "") }));
+  } else if (info.fused) {
+    p.append(el("div", { class: "hint", text: "fused; only the first ones of a large graph are opened (explore's max_decompositions)" }));
+  }
+  p.append(el("h3", { text: "forward and backward" }), el("pre", { text: info.doc }));
+  if (info.fast) p.append(el("div", { class: "note", text: "run by the fast tier's kernel: " + info.fast }));
+  if (info.params.length) p.append(el("h3", { text: "constants" }), el("div", { class: "stats", text: info.params.join("\n") }));
+  p.append(el("h3", { text: "inputs, and the gradient sent back to each" }));
+  info.inputs.forEach((t, i) => {
+    if (t == null) return;
+    p.append(el("div", {}, el("b", { text: info.input_names[i] + " = " }), nodeLink(t)));
+    if (info.shares[i]) p.append(arrayView(info.shares[i], "share share-" + i));
+    else p.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
+  });
+  p.append(el("h3", { text: "output" }), nodeLink(info.output));
+}
+
+// --- step mode: forward in data-flow order, then backward in reverse -------------------------------
+
+function steps() { return state.view.steps; }
+function currentOp() {
+  const n = steps().length, k = state.step;
+  if (k < 0) return null;
+  return k < n ? steps()[k] : steps()[2 * n - 1 - k];
+}
+
+function stepNote(id) {
+  const n = steps().length, k = state.step;
+  if (k < 0 || currentOp() !== id) return null;
+  const back = k >= n;
+  const text = back ? `backward step ${k - n + 1} of ${n}: the gradient of its output flows back along the red arrows to its inputs`
+    : `forward step ${k + 1} of ${n}: its inputs flow in along the blue arrows`;
+  return el("div", { class: "step" + (back ? "" : " forward"), text });
+}
+
+function showStep() {
+  const svg = svgElement();
+  for (const c of ["current", "forward", "flow", "grad", "future", "arrived"])
+    for (const e of svg.querySelectorAll("." + c)) e.classList.remove(c);
+  const n = steps().length, k = state.step;
+  const status = document.getElementById("status");
+  if (k < 0) { status.textContent = `step mode: ${n} steps each way, press →`; return; }
+  const back = k >= n;
+  const unit = currentOp();
+  const pos = back ? 2 * n - 1 - k : k;
+  const order = new Map(steps().map((u, i) => [u, i]));
+  const producer = {};
+  for (const [, tail, head] of state.view.edges) if (order.has(tail)) producer[head] = tail;
+  for (const [eid, tail, head] of state.view.edges) {
+    const e = document.getElementById(eid);
+    if (!back && head === unit) e.classList.add("flow");
+    if (!back && tail === unit) e.classList.add("flow");
+    if (back && head === unit) e.classList.add("grad");
+    const u = order.has(tail) ? tail : head;
+    if (!back && order.get(u) > pos) e.classList.add("future");
+    if (back && order.get(u) < pos) e.classList.add("future");
+  }
+  for (const [id] of Object.entries(state.view.nodes)) {
+    const g = document.getElementById(id);
+    if (!g) continue;
+    const i = order.has(id) ? order.get(id) : producer[id] != null ? order.get(producer[id]) : -1;
+    if (!back && i > pos) g.classList.add("future");
+    if (back && order.has(id) && i < pos) g.classList.add("future");
+  }
+  const g = document.getElementById(unit);
+  g.classList.add("current");
+  if (!back) g.classList.add("forward");
+  const info = state.view.nodes[unit];
+  const name = info.kind === "op" ? info.name : info.name + " (module)";
+  status.textContent = (back ? "backward " + (k - n + 1) : "forward " + (k + 1)) + " / " + n + ": " + name;
+  status.dataset.unit = unit;
+  if (info.kind === "op") select(unit);
+  else {
+    const p = document.getElementById("panel");
+    p.innerHTML = "";
+    p.append(stepNote(unit), el("h2", { text: info.name }), el("p", { class: "hint", text: "a module: click it to open its own view and step through its ops" }));
+  }
+}
+
+function step(d) {
+  const n = steps().length;
+  if (!n) return;
+  state.step = Math.max(-1, Math.min(2 * n - 1, state.step + d));
+  showStep();
+}
+
+document.getElementById("step-next").onclick = () => step(1);
+document.getElementById("step-prev").onclick = () => step(-1);
+document.getElementById("step-reset").onclick = () => { state.step = -1; showStep(); };
+document.getElementById("to-backward").onclick = () => { state.step = steps().length - 1; showStep(); };
+document.addEventListener("keydown", e => {
+  if (e.target.closest && e.target.closest("input")) return;
+  if (e.key === "ArrowRight") step(1);
+  else if (e.key === "ArrowLeft") step(-1);
+  else if (e.key === "Home") { state.step = -1; showStep(); }
+  else if (e.key === "b") { state.step = steps().length - 1; showStep(); }
+  else if (e.key === "Escape" && DATA.views[state.index].parent != null) openView(DATA.views[state.index].parent);
+  else return;
+  e.preventDefault();
+});
+
+// --- tabs ---------------------------------------------------------------------------------------------
+
+for (const b of document.querySelectorAll("#tabs button")) {
+  b.onclick = () => {
+    for (const o of document.querySelectorAll("#tabs button")) o.classList.toggle("active", o === b);
+    for (const t of ["graph", "attention", "training"]) document.getElementById(t + "-tab").hidden = t !== b.dataset.tab;
+    document.getElementById("stepper").style.visibility = b.dataset.tab === "graph" ? "visible" : "hidden";
+    if (b.dataset.tab === "graph") fit();
+  };
+}
+
+// --- attention: a layer x head grid of the weights, one enlarged with the tokens -------------------
+
+function attention() {
+  const box = document.getElementById("attention");
+  const a = DATA.attention;
+  if (!a.layers.length) { box.append(el("p", { class: "hint", text: "This computation has no attention op." })); return; }
+  const heads = a.layers[0].heads.length;
+  const first = a.layers[0].heads[0].length;
+  const tk = a.tokens && a.tokens.length ? a.tokens.length : Math.round(Math.sqrt(first));
+  const tq = first / tk;
+  box.append(el("p", { class: "hint", text: `Attention weights of every layer (rows) and head (columns), first sequence of the batch: row i of a map is how query i spreads over the keys. Click one to enlarge it.` }));
+  const grid = el("div", { class: "grid", style: `grid-template-columns: 120px repeat(${heads}, auto)` });
+  grid.append(el("div"));
+  for (let h = 0; h < heads; h++) grid.append(el("div", { class: "label", style: "text-align:center", text: "head " + h }));
+  const cell = Math.max(1, Math.min(4, Math.floor(64 / Math.max(tq, tk))));
+  a.layers.forEach((layer, l) => {
+    grid.append(el("div", { class: "label", text: layer.module || "layer " + l }));
+    layer.heads.forEach((w, h) => {
+      const c = heatCanvas(tq, tk, w.map(v => v / 1000), false, cell);
+      c.title = `${layer.module || "layer " + l}, head ${h}`;
+      c.onclick = () => enlarge(l, h, tq, tk);
+      grid.append(c);
+    });
+  });
+  box.append(grid, el("div", { id: "enlarged" }));
+}
+
+function enlarge(l, h, tq, tk) {
+  const a = DATA.attention, w = a.layers[l].heads[h];
+  const tokens = a.tokens && a.tokens.length === tk ? a.tokens : [...Array(tk).keys()].map(String);
+  const qtokens = tokens.slice(tk - tq);
+  const box = document.getElementById("enlarged");
+  box.innerHTML = "";
+  box.append(el("h3", { text: `${a.layers[l].module || "layer " + l}, head ${h}: query (row) attends to key (column)` }));
+  const table = el("table", { class: "attn" });
+  const head = el("tr", {}, el("th"));
+  for (const t of tokens) head.append(el("th", { text: JSON.stringify(t).slice(1, -1) }));
+  table.append(el("thead", {}, head));
+  for (let i = 0; i < tq; i++) {
+    const tr = el("tr", {}, el("th", { text: JSON.stringify(qtokens[i]).slice(1, -1) }));
+    for (let j = 0; j < tk; j++) tr.append(el("td", { style: `background:${colour(w[i * tk + j] / 1000, 1, false)}`, title: (w[i * tk + j] / 1000).toFixed(3), text: (w[i * tk + j] / 1000).toFixed(2) }));
+    table.append(tr);
+  }
+  box.append(table);
+}
+
+// --- training: a slider over the run's steps --------------------------------------------------------
+
+function training() {
+  const box = document.getElementById("training");
+  const t = DATA.training;
+  if (!t) { box.append(el("p", { class: "hint", text: "No training run given: gradflow explore --checkpoint DIR shows one (its metrics.jsonl and checkpoints)." })); return; }
+  const steps = [...new Set([...t.losses.map(p => p[0]), ...t.evals.map(e => e.step), ...t.snapshots.map(s => s.step)])].sort((a, b) => a - b);
+  if (!steps.length) { box.append(el("p", { class: "hint", text: "The run has no metrics yet." })); return; }
+  const slider = el("input", { type: "range", min: 0, max: steps.length - 1, value: steps.length - 1, id: "scrub" });
+  const label = el("b");
+  box.append(el("div", { class: "row" }, el("label", {}, "step ", label, " ", slider)));
+  const out = el("div", { class: "row", style: "margin-top:10px" });
+  box.append(out);
+  const show = () => {
+    const s = steps[slider.value];
+    label.textContent = s;
+    out.innerHTML = "";
+    out.append(lossCard(t, s), blocksCard(t, s), weightCard(t, s));
+  };
+  slider.oninput = show;
+  show();
+}
+
+function atOrBefore(list, s) {
+  let found = null;
+  for (const x of list) if (x.step <= s) found = x;
+  return found;
+}
+
+function lossCard(t, s) {
+  const W = 420, H = 200, ns = "http://www.w3.org/2000/svg";
+  const pts = t.losses.length ? t.losses : t.evals.map(e => [e.step, e.train_loss]);
+  const card = el("div", { class: "card" }, el("h3", { text: "loss" }));
+  if (!pts.length) return card;
+  const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys), y1 = Math.max(...ys, y0 + 1e-9);
+  const X = x => 30 + ((x - x0) / (x1 - x0)) * (W - 40), Y = y => 10 + (1 - (y - y0) / (y1 - y0)) * (H - 30);
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", pts.map(p => `${X(p[0])},${Y(p[1])}`).join(" "));
+  line.setAttribute("fill", "none");
+  line.setAttribute("stroke", "#6366f1");
+  const mark = document.createElementNS(ns, "line");
+  for (const [k, v] of [["x1", X(s)], ["x2", X(s)], ["y1", 5], ["y2", H - 20], ["stroke", "#dc2626"]]) mark.setAttribute(k, v);
+  svg.append(line, mark);
+  for (const [x, y, text] of [[30, H - 5, x0], [W - 10, H - 5, x1], [2, 14, fmt(y1)], [2, H - 22, fmt(y0)]]) {
+    const tx = document.createElementNS(ns, "text");
+    tx.setAttribute("x", x); tx.setAttribute("y", y); tx.setAttribute("font-size", "10");
+    tx.textContent = text;
+    svg.append(tx);
+  }
+  const e = atOrBefore(t.evals, s);
+  card.append(svg);
+  if (e) card.append(el("div", { class: "stats", text: `evaluation at step ${e.step}: train ${fmt(e.train_loss)}, val ${fmt(e.val_loss)}` + ("grad_norm" in e ? `, gradient norm ${fmt(e.grad_norm)}` : "") }));
+  return card;
+}
+
+function blocksCard(t, s) {
+  const card = el("div", { class: "card" }, el("h3", { text: "per block: gradient norm and update size ||Δw||/||w||" }));
+  const e = atOrBefore(t.evals.filter(x => x.blocks), s);
+  if (!e) { card.append(el("p", { class: "hint", text: "measured at each evaluation after the first" })); return card; }
+  card.append(el("div", { class: "hint", text: "measured at step " + e.step }));
+  const names = Object.keys(e.blocks);
+  const top = Math.max(...names.map(n => e.blocks[n].grad_norm), 1e-12);
+  for (const n of names) {
+    const b = e.blocks[n];
+    card.append(el("div", { class: "bar" }, el("code", { style: "width:140px;display:inline-block", text: n }), el("span", { class: "fill", style: `width:${Math.round(160 * b.grad_norm / top)}px` }), `${fmt(b.grad_norm)}  (update ${fmt(b.update_ratio)})`));
+  }
+  return card;
+}
+
+function weightCard(t, s) {
+  const card = el("div", { class: "card" }, el("h3", { text: "weight " + (t.weight || "") }));
+  const shot = atOrBefore(t.snapshots, s);
+  if (!shot) { card.append(el("p", { class: "hint", text: "no snapshot at or before this step" })); return card; }
+  card.append(el("div", { class: "hint", text: `snapshot at step ${shot.step} (of ${t.snapshots.length})` }));
+  card.append(heatCanvas(shot.heat.rows.length, shot.heat.cols.length, shot.heat.values, true), statsLine(shot.stats));
+  if (shot.change) {
+    card.append(el("div", { class: "hint", text: "change since the previous snapshot" }));
+    card.append(heatCanvas(shot.change.rows.length, shot.change.cols.length, shot.change.values, true));
+  } else card.append(el("div", { class: "hint", text: t.snapshots.length > 1 ? "the first snapshot" : "one snapshot only: the change over steps needs more than one checkpoint" }));
+  return card;
+}
+
+legend();
+openView(DATA.main);
+attention();
+training();
