@@ -40,8 +40,8 @@ FALLBACK_PROGRAM = "graphviz-pure"  # the dot command line of the `graphviz-pure
 LEAF, CONSTANT, RESULT, VALUE = "#dbeafe", "#f3f4f6", "#fef3c7", "#ffffff"
 OP, MODULE = "#ffedd5", "#e0e7ff"
 KINDS = {  # what each fill means, for the legend
-    "leaf": (LEAF, "input or weight (requires grad)"),
-    "constant": (CONSTANT, "constant (no gradient)"),
+    "leaf": (LEAF, "input or weight (differentiated)"),
+    "constant": (CONSTANT, "constant (not differentiated)"),
     "value": (VALUE, "computed tensor"),
     "result": (RESULT, "the result (root)"),
     "op": (OP, "operation"),
