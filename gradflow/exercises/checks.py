@@ -1,0 +1,218 @@
+"""Grading a learner's piece against gradflow's own, call by call, and by finite differences.
+
+While a check runs, the learner's function stands where gradflow's piece was (Piece.replaced_by),
+wrapped so that every call also runs gradflow's piece on the same arguments and compares the two
+results at once (diagnose.compare): a wrong gradient is caught at the op that made it, named by its
+input and element, before it mixes with the rest of the graph. The learner's result is what the
+engine goes on with, so the finite-difference gradcheck (engine/gradcheck.py) over the rows of
+gradflow's gradcheck table (tools/gradcheck_table.py) then checks the whole chain as it ran.
+
+A layer's check also trains nothing but asks whether a whole model still gradchecks with the
+learner's piece inside: a 1-layer GPT built from gradflow.nn, in float64.
+"""
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradflow.engine.gradcheck import analytic_and_numerical
+from gradflow.engine.kernels import use_kernels
+from gradflow.engine.rng import manual_seed
+from gradflow.exercises.diagnose import Failed, compare, learner_error, sizes_of, within
+from gradflow.nn import functional as F
+from gradflow.nn.blocks import TransformerBlock
+from gradflow.nn.layers import Embedding, LayerNorm, Linear
+from gradflow.nn.module import Module
+from gradflow.nn.positional import LearnedPositionalEncoding
+from gradflow.tools.gradcheck_table import CASES
+
+
+class Learner:
+    """The learner's function, called so that an error inside it becomes their own line (diagnose.Failed)."""
+
+    def __init__(self, fn, path, who):
+        self.fn, self.path, self.who = fn, path, who
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        try:
+            return self.fn(*args, **kwargs)
+        except Failed:
+            raise
+        except Exception as error:  # anything their code raised: shown as their line, not as gradflow's
+            raise learner_error(error, self.path, self.who) from None
+
+
+def compared_backward(piece, learner):
+    """A backward(ctx, grad) that runs gradflow's and the learner's, compares each input's gradient
+    (after the engine's own reduction of a broadcast gradient), and returns the learner's."""
+    names = [p for p in inspect.signature(piece.owner.forward).parameters][1:]
+
+    def backward(ctx, grad):
+        inputs = ctx.inputs
+        n = len(inputs)
+        expected = piece.function(ctx, grad.copy())
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        got = learner(ctx, grad)
+        said = f"{piece.qualname} returned"
+        if not isinstance(got, (tuple, list)):
+            if n != 1:
+                listed = ", ".join(names[:n])
+                raise Failed(f"{said} a single {type(got).__name__} for {n} inputs ({listed}): return a tuple, "
+                             "one gradient (or None) per input", "count")  # fmt: skip
+            got = (got,)
+        if len(got) != n:
+            raise Failed(f"{said} {len(got)} gradients for {n} input{'s' * (n != 1)} ({', '.join(names[:n])})", "count")
+        sizes = sizes_of(*(t.shape for t in inputs if t is not None))
+        for i, (t, want, mine) in enumerate(zip(inputs, expected, got)):
+            if not ctx.needs_input_grad[i] or want is None:
+                continue
+            what = f"the gradient of {names[i]} (input {i}, shape {t.shape})"
+            compare(_as_engine_does(mine, t.shape), _as_engine_does(want, t.shape), what, sizes)
+        return got
+
+    return backward
+
+
+def _as_engine_does(g, shape):
+    """The engine sums a gradient of the broadcast shape back to its input's (autograd._input_grad):
+    a backward may return either, so both are compared after that sum."""
+    if g is None:
+        return None
+    g = np.asarray(g)
+    if g.shape == shape:
+        return g
+    try:
+        if np.broadcast_shapes(g.shape, shape) != g.shape:
+            return g
+    except ValueError:
+        return g
+    extra = g.ndim - len(shape)
+    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and g.shape[extra + i] != 1)
+    return g.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(shape)
+
+
+def compared_function(piece, learner, outputs=None):
+    """A function that runs gradflow's piece and the learner's on the same arguments (gradflow's on
+    copies), compares the results, and returns the learner's. `outputs` names a tuple's parts."""
+    signature = inspect.signature(piece.function)
+
+    def function(*args, **kwargs):
+        expected = piece.function(*_copied(args), **_copied(kwargs))
+        got = learner(*args, **kwargs)
+        call = describe_call(piece, signature, args, kwargs)
+        if outputs is None:
+            compare(got, expected, f"the result of {call}", sizes_of(*_shapes(args)))
+            return got
+        if not isinstance(got, (tuple, list)) or len(got) != len(outputs):
+            raise Failed(f"{call} returned {type(got).__name__}, expected a tuple ({', '.join(outputs)})", "count")
+        for name, mine, want in zip(outputs, got, expected):
+            compare(mine, want, f"{name}, returned by {call}")
+        return got
+
+    return function
+
+
+def describe_call(piece, signature, args, kwargs):
+    """'unbroadcast(grad=<array (3, 4)>, shape=(1, 4))': a call as a learner can redo it."""
+    bound = signature.bind_partial(*args, **kwargs).arguments
+    shown = ", ".join(f"{k}={_short(v)}" for k, v in bound.items() if k not in ("self", "ctx"))
+    return f"{piece.attribute}({shown})"
+
+
+def _short(v):
+    if isinstance(v, np.ndarray):
+        return f"<array {v.shape}>" if v.size > 8 else np.array2string(v, separator=", ")
+    return repr(v)
+
+
+def _copied(values):
+    if isinstance(values, dict):
+        return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in values.items()}
+    return tuple(v.copy() if isinstance(v, np.ndarray) else v for v in values)
+
+
+def _shapes(args):
+    return [a.shape for a in args if isinstance(a, np.ndarray)]
+
+
+def table_cases(*names):
+    """The rows of gradflow's gradcheck table for these ops ("mul" takes "mul", not "rmul")."""
+    cases = [c for c in CASES if any(c.name == n or c.name.startswith(n + " ") for n in names)]
+    if not cases:
+        raise ValueError(f"table_cases: no row of the gradcheck table is named {names}")
+    return cases
+
+
+def gradchecked(fn, inputs, where):
+    """Gradcheck fn at inputs (engine/gradcheck.py's rule: |analytic - numeric| <= 1e-5 + 1e-4 |numeric|),
+    every Failed said to come from `where`."""
+    try:
+        pairs = analytic_and_numerical(fn, *inputs)
+        for i, analytic, numeric in pairs:
+            if not np.allclose(analytic, numeric, rtol=1e-4, atol=1e-5):
+                compare(analytic, numeric, f"the gradient of input {i} (shape {numeric.shape}), by finite differences")
+    except Failed as failed:
+        raise within(where, failed) from None
+
+
+@dataclass(frozen=True)
+class OnTable:
+    """Check a piece that runs inside backward on the table's rows for `ops`, compared call by call.
+
+    model: also gradcheck the 1-layer GPT with the piece inside. extra: more computations to run with
+    it (fn() -> a tensor to backward from), for what the table's random inputs never meet (ties).
+    """
+
+    ops: tuple
+    model: bool = False
+    extra: tuple = ()
+
+    def __call__(self, piece, learner):
+        compared = compared_backward if piece.attribute == "backward" else compared_function
+        wrapped = compared(piece, learner)
+        cases = table_cases(*self.ops)
+        with use_kernels("plain"), piece.replaced_by(wrapped):
+            for case in cases:
+                gradchecked(case.fn, case.inputs(), f"on gradflow's gradcheck case {case.label}")
+            for build in self.extra:
+                try:
+                    build().backward()
+                except Failed as failed:
+                    raise within(f"on {build.__doc__}", failed) from None
+            if self.model:
+                model, ids, targets = tiny_gpt()
+                gradchecked(lambda *p: model(ids, targets), model.parameters(), f"in {TinyGPT.__doc__}")
+        said = f"{len(cases)} gradcheck cases" + (f" and {len(self.extra)} more" if self.extra else "")
+        return said + (" and a whole 1-layer GPT" if self.model else "")
+
+
+class TinyGPT(Module):
+    """a 1-layer GPT built from gradflow.nn in float64 (vocabulary 5, width 4, 2 heads, context 3)"""
+
+    def __init__(self, vocab=5, d=4, heads=2, context=3):
+        super().__init__()
+        f64 = np.float64
+        self.wte = Embedding(vocab, d, dtype=f64)
+        self.wpe = LearnedPositionalEncoding(context, d, dtype=f64)
+        self.block = TransformerBlock(d, heads, 2 * d, ffn="gelu", norm="layer", dtype=f64)
+        self.ln_f = LayerNorm(d, dtype=f64)
+        self.head = Linear(d, vocab, bias=False, dtype=f64)
+
+    def forward(self, ids, targets):
+        x = self.block(self.wpe(self.wte(ids)), causal=True)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def tiny_gpt():
+    """(model, ids, targets): the same tiny model and batch at every call."""
+    manual_seed(0)
+    model = TinyGPT()
+    rng = np.random.default_rng(0)
+    for p in model.parameters():  # biases and gains away from 0 and 1, so that every path carries a gradient
+        p.data[...] += rng.normal(0, 0.3, p.shape)
+    ids = np.array([[0, 3, 3], [4, 1, 0]])
+    return model, ids, np.array([[3, 3, 1], [1, 0, 2]])

@@ -1,0 +1,165 @@
+"""A learner's workspace: one Python file per exercise, written from gradflow's own code, then graded.
+
+    02_mul_backward.py     the exercise's text, the imports its solution uses, gradflow's code around
+                           the blank (as comments), and the function to write, raising
+                           NotImplementedError("TODO ...") until it is written
+    .progress.json         each exercise's last result, with the sha256 of the file it was for
+
+Nothing the learner wrote is ever overwritten: `start` refuses a folder that holds any exercise
+file, and the progress file is written atomically beside it.
+"""
+
+import hashlib
+import json
+import textwrap
+from pathlib import Path
+
+from gradflow.engine.files import written_atomically
+from gradflow.exercises.catalog import CAPSTONE_TRACKS, EXERCISES
+from gradflow.exercises.checks import Learner
+from gradflow.exercises.diagnose import Failed, learner_error
+from gradflow.exercises.pieces import given_context
+
+PROGRESS = ".progress.json"
+
+
+def file_name(exercise):
+    return f"{EXERCISES.index(exercise) + 1:02d}_{exercise.name}.py"
+
+
+def file_text(exercise, solution=False):
+    """The file `start` writes for an exercise (with `solution`, gradflow's own code in the blank)."""
+    piece = exercise.piece
+    number = EXERCISES.index(exercise) + 1
+    task = textwrap.fill(exercise.task, 96)
+    head = f'''"""Exercise {number} of {len(EXERCISES)} ({exercise.track}): {exercise.title}
+
+Write the body of `{piece.function.__name__}` below: gradflow runs it in place of its own {piece.qualname}
+({piece.path}) and grades it.
+
+{task}
+
+Check it, from this folder:  gradflow exercises check {exercise.name}
+Stuck?  gradflow exercises solution {exercise.name}
+"""
+'''
+    imports = piece.imports()
+    if "import numpy as np" not in imports:  # the tool of every exercise, used by its solution or not
+        imports.insert(0, "import numpy as np")
+    parts = [head, "\n".join(imports)]
+    for owner in exercise.given:
+        code = "\n".join(f"#     {line}" if line.strip() else "#" for line in given_context(owner, piece).splitlines())
+        parts.append(f"# Given, gradflow's own code around the part you write:\n#\n{code}")
+    body = piece.source() if solution else piece.stub()
+    return "\n\n".join(p.strip("\n") for p in parts) + "\n\n\n" + body
+
+
+def start(directory):
+    """Write a fresh workspace: one file per exercise. Refuses a folder holding any exercise file."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory} is a file, not a folder for the exercises")
+    present = [file_name(e) for e in EXERCISES if (directory / file_name(e)).exists()]
+    if present:
+        raise FileExistsError(
+            f"{directory} already holds {len(present)} exercise file{'s' * (len(present) != 1)} ({present[0]}, ...); "
+            "start never overwrites your work: check them with `gradflow exercises check --dir "
+            f"{directory}`, or start in a new folder"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    for exercise in EXERCISES:
+        write(directory / file_name(exercise), file_text(exercise))
+    return [directory / file_name(e) for e in EXERCISES]
+
+
+def write(path, text):
+    with written_atomically(path) as tmp:
+        Path(tmp).write_text(text)
+
+
+def path_of(exercise, directory):
+    path = Path(directory) / file_name(exercise)
+    if not path.exists():
+        raise Failed(f"no file {path}: write the workspace with `gradflow exercises start {directory}`", "missing")
+    return path
+
+
+def load(exercise, directory):
+    """The learner's function for the exercise, read from their file (without caching any bytecode)."""
+    path = path_of(exercise, directory)
+    name = exercise.piece.function.__name__
+    scope = {"__name__": f"exercise_{exercise.name}", "__file__": str(path)}
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), scope)  # the learner's own file, run as they wrote it
+    except SyntaxError as error:
+        line = (error.text or "").rstrip()
+        raise Failed(f"{path.name}, line {error.lineno}: {error.msg}\n    {line}", "error") from None
+    except Exception as error:
+        raise learner_error(error, path, f"file {path.name}") from None
+    if not callable(scope.get(name)):
+        raise Failed(f"{path.name} defines no function {name}: keep the name of the function the file started with")
+    return Learner(scope[name], path, exercise.piece.qualname)
+
+
+def check(exercise, directory):
+    """Grade one exercise: (True, what was checked) or (False, the diagnosis); the result is remembered."""
+    try:
+        learner = load(exercise, directory)
+        result = (True, exercise.check(exercise.piece, learner))
+    except Failed as failed:
+        result = (False, failed)
+    if (Path(directory) / file_name(exercise)).exists():
+        remember(exercise, directory, result[0])
+    return result
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def progress(directory):
+    """{exercise name: {"sha256", "passed"}} of the last checks (empty for a folder never checked)."""
+    path = Path(directory) / PROGRESS
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def remember(exercise, directory, passed):
+    saved = progress(directory)
+    saved[exercise.name] = {"sha256": digest(Path(directory) / file_name(exercise)), "passed": passed}
+    write(Path(directory) / PROGRESS, json.dumps(saved, indent=1, sort_keys=True) + "\n")
+
+
+def status(exercise, directory):
+    """'pass', 'fail', 'todo' (the file as start wrote it), 'changed' (edited since its last check) or 'missing'."""
+    path = Path(directory) / file_name(exercise)
+    if not path.exists():
+        return "missing"
+    if path.read_text() == file_text(exercise):
+        return "todo"
+    last = progress(directory).get(exercise.name)
+    if not isinstance(last, dict) or last.get("sha256") != digest(path):
+        return "changed"
+    return "pass" if last.get("passed") else "fail"
+
+
+def capstone_exercises():
+    return [e for e in EXERCISES if e.track in CAPSTONE_TRACKS]
+
+
+def unlocked_by(exercise, directory):
+    """What passing `exercise` opens, in words: the next exercise, a finished track, the capstone."""
+    i = EXERCISES.index(exercise)
+    said = []
+    if i + 1 < len(EXERCISES):
+        after = EXERCISES[i + 1]
+        said.append(f"unlocked: exercise {i + 2}, {after.name} ({after.title}) in {file_name(after)}")
+    track = [e for e in EXERCISES if e.track == exercise.track]
+    if all(e is exercise or status(e, directory) == "pass" for e in track):
+        said.append(f"track done: {exercise.track}")
+        if exercise.track in CAPSTONE_TRACKS and all(status(e, directory) == "pass" for e in capstone_exercises()):
+            said.append(f"the capstone is open: gradflow exercises train --dir {directory}")
+    return said
