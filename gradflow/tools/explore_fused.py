@@ -47,7 +47,7 @@ def logsumexp(x, axis=None, keepdims=False):
 
 def attention(q, k, v, bias=None, allowed=None, causal=False, scale=None, drop=None):
     """out = softmax(masked(q k^T * scale + bias)) * drop @ v; a query with no key allowed gives
-    NaN here where the fused op gives zeros."""
+    NaN here where the fused op gives zeros (its max is -inf, and -inf - -inf is NaN)."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.swapaxes(-1, -2)
     scaled = scores * scale
@@ -55,7 +55,7 @@ def attention(q, k, v, bias=None, allowed=None, causal=False, scale=None, drop=N
         scaled = scaled + bias
     allowed = allowed_keys(allowed, causal, q.shape[-2], k.shape[-2])
     masked = scaled if allowed is None else scaled.masked_fill(~np.asarray(allowed), -np.inf)
-    weights = softmax(masked, axis=-1)
+    weights = masked.softmax(axis=-1)  # the fused softmax: it opens in turn into exp, sum and div
     if drop is not None:
         weights = weights * Tensor(drop)
     return weights @ v
