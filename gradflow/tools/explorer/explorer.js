@@ -36,7 +36,7 @@ function colour(v, scale, signed) {
   if (typeof v === "string") return "#000";
   const x = Math.max(-1, Math.min(1, scale ? v / scale : 0));
   if (!signed) return `rgb(${Math.round(255 - 218 * x)},${Math.round(255 - 156 * x)},${Math.round(255 - 20 * x)})`;
-  const w = Math.round(255 * (1 - Math.abs(x)));
+  const w = Math.round(255 * (1 - 0.6 * Math.abs(x)));  // light enough for the number on it
   return x >= 0 ? `rgb(255,${w},${w})` : `rgb(${w},${w},255)`;
 }
 
@@ -196,6 +196,24 @@ canvas.addEventListener("click", e => {
   else select(g.id);
 });
 
+function bringIntoView(g) {
+  // pan (keeping the zoom) so that the lit node is on screen
+  const r = pane.getBoundingClientRect(), n = g.getBoundingClientRect(), b = state.box;
+  if (n.left >= r.left && n.right <= r.right && n.top >= r.top && n.bottom <= r.bottom) return;
+  const s = Math.max(b.w / r.width, b.h / r.height);
+  const dx = (n.left + n.width / 2 - (r.left + r.width / 2)) * s, dy = (n.top + n.height / 2 - (r.top + r.height / 2)) * s;
+  setBox({ x: b.x + dx, y: b.y + dy, w: b.w, h: b.h });
+}
+
+function readable() {
+  // a wide graph fitted whole is too small to read: start at its inputs, at a readable size
+  const r = pane.getBoundingClientRect(), b = state.box;
+  const s = Math.max(b.w / r.width, b.h / r.height);
+  if (s <= 1.6) return;
+  const w = r.width * 1.6, h = r.height * 1.6;
+  setBox({ x: b.x, y: b.y + b.h / 2 - h / 2, w, h });
+}
+
 function openView(i) {
   state.index = i;
   state.view = view(i);
@@ -207,6 +225,7 @@ function openView(i) {
   svg.removeAttribute("height");
   state.drawn = svg.getAttribute("viewBox").trim().split(/[\s,]+/).map(Number);
   fit();
+  readable();
   crumbs();
   showStep();
   const p = document.getElementById("panel");
@@ -254,17 +273,24 @@ function select(id) {
   const info = state.view.nodes[id];
   const p = document.getElementById("panel");
   p.innerHTML = "";
-  p.append(stepNote(id));
+  const note = stepNote(id);
+  if (note) p.append(note);
   if (info.kind === "tensor") tensorPanel(p, id, info);
   else opPanel(p, id, info);
 }
 
+function tensorTitle(info) {
+  if (info.name) return info.name;
+  const maker = info.made_by && state.view.nodes[info.made_by];
+  return maker ? "output of " + maker.name : "tensor";
+}
+
 function tensorPanel(p, id, info) {
-  p.append(el("h2", { text: info.name || "tensor" }));
+  p.append(el("h2", { text: tensorTitle(info) }));
   p.append(el("div", { class: "meta" }, "shape ", el("code", { text: "(" + info.shape.join(", ") + (info.shape.length === 1 ? ",)" : ")") }), " · dtype ", el("code", { text: info.dtype }), " · " + DATA.kinds[info.tkind][1] + (info.module ? " · in " : ""), info.module ? el("code", { text: info.module }) : null));
   p.append(el("h3", { text: "value" }));
   p.append(arrayView(info.data, "data"));
-  p.append(el("h3", { text: "gradient dL/d" + (info.name || "tensor") }));
+  p.append(el("h3", { text: "gradient dL/d(" + tensorTitle(info) + ")" }));
   p.append(arrayView(info.grad, "grad"));
   if (info.arrivals) {
     p.append(el("h3", { text: `its gradient arrives in ${info.arrivals.length} shares, one per use` }));
@@ -356,6 +382,7 @@ function showStep() {
   }
   const g = document.getElementById(unit);
   g.classList.add("current");
+  bringIntoView(g);
   if (!back) g.classList.add("forward");
   const info = state.view.nodes[unit];
   const name = info.kind === "op" ? info.name : info.name + " (module)";

@@ -1,0 +1,165 @@
+"""The explorer's page in a real browser (headless Chromium, driven by Playwright's Python package): it
+opens from disk with no network, a click shows the engine's numbers, step mode walks backward, and
+a fused attention op opens into its scores.
+
+Skipped without Chromium (/usr/bin/chromium, Debian's package) or playwright, unless
+GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also saves the
+pictures README.md shows, as docs/explorer-*.png.
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gradflow as gf
+from gradflow.models.gpt import GPT, GPTConfig
+from gradflow.models.toy import ToyModel
+from gradflow.tools.explore import explore
+from gradflow.tools.graph import walk
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+ARGS += ["--disable-sync", "--no-first-run"]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+REQUIRED = os.environ.get("GRADFLOW_REQUIRE_BROWSER") == "1"
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:
+    sync_playwright = None
+
+missing = "playwright is not installed" if sync_playwright is None else None
+missing = missing or (None if Path(CHROMIUM).exists() else f"{CHROMIUM} is not installed")
+if missing and not REQUIRED:
+    pytest.skip(f"{missing} (GRADFLOW_REQUIRE_BROWSER=1 makes this a failure)", allow_module_level=True)
+
+
+def views(page):
+    blocks = re.findall(r'<script type="application/json" id="gf-view-(\d+)">(.*?)</script>', page.html, re.S)
+    return [json.loads(text.replace("<\\/", "</")) for _, text in sorted(blocks, key=lambda b: int(b[0]))]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert not missing, missing
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    model = ToyModel()
+    out = model.walkthrough(model.encode("the cat sat"), target=model.config.vocab.index("on"))
+    page = explore(out["loss"], model=model, names={t: n for n, t in out.items()}, title="toy model")
+    path = page.write(tmp_path_factory.mktemp("pages") / "toy.html")
+    return path, page, out
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory):
+    gf.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6, 5]])
+    _, loss = model(ids[:, :-1], ids[:, 1:])
+    (attention,) = [op for op in walk(loss)[0] if op.name == "attention"]
+    page = explore(loss, model=model, tokens=[str(i) for i in ids[0, :-1]], title="a 1-layer GPT: one training step")
+    path = page.write(tmp_path_factory.mktemp("pages") / "gpt.html")
+    return path, page, attention
+
+
+class Opened:
+    """A page opened from disk, recording console errors, uncaught exceptions and network requests."""
+
+    def __init__(self, browser, path):
+        self.tab = browser.new_page(viewport={"width": 1400, "height": 820})
+        self.errors, self.requests = [], []
+        self.tab.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.tab.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.tab.on("request", lambda r: None if r.url.startswith(("file:", "data:")) else self.requests.append(r.url))
+        self.tab.goto(path.as_uri())
+
+    def click_node(self, node):
+        """Pan the graph to the node (as step mode does), then click it as a user would."""
+        self.tab.evaluate("id => bringIntoView(document.getElementById(id))", node)
+        self.tab.click(f"#{node}")
+
+    def numbers(self, selector):
+        return [float(s) for s in self.tab.locator(selector).all_inner_texts()]
+
+    def screenshot(self, name):
+        if os.environ.get("GRADFLOW_SCREENSHOTS") == "1":
+            self.tab.screenshot(path=str(DOCS / f"explorer-{name}.png"))
+
+
+def node_id(page, name, view=0):
+    return next(i for i, n in views(page)[view]["nodes"].items() if n.get("name") == name)
+
+
+def test_toy_page_opens_offline_and_a_click_shows_the_engines_numbers(browser, toy):
+    path, page, out = toy
+    opened = Opened(browser, path)
+    opened.click_node(node_id(page, "h"))
+    assert opened.tab.inner_text("#panel h2") == "h"
+    np.testing.assert_allclose(opened.numbers("#panel table.data td"), out["h"].data, rtol=1e-3)
+    np.testing.assert_allclose(opened.numbers("#panel table.grad td"), out["h"].grad, rtol=1e-3)
+    opened.click_node(node_id(page, "W_1"))
+    dw1 = np.outer(out["h"].grad, out["x"].data)  # dL/dW_1 = dL/dh x^T
+    np.testing.assert_allclose(opened.numbers("#panel table.grad td"), dw1.ravel(), rtol=1e-3)
+    opened.screenshot("toy")
+    assert opened.errors == [] and opened.requests == []
+
+
+def test_stepping_backward_lights_each_op_in_reverse(browser, toy):
+    path, page, _ = toy
+    steps = views(page)[0]["steps"]
+    opened = Opened(browser, path)
+    opened.tab.click("#to-backward")
+    for n in range(1, 6):
+        opened.tab.keyboard.press("ArrowRight")
+        expected = steps[-n]
+        assert opened.tab.get_attribute("#status", "data-unit") == expected
+        assert opened.tab.locator("#canvas g.node.current").get_attribute("id") == expected
+        assert opened.tab.inner_text("#status").startswith(f"backward {n} / {len(steps)}")
+    op = views(page)[0]["nodes"][steps[-5]]
+    shown = [t for t in op["inputs"] if t is not None and t in views(page)[0]["nodes"]]
+    assert opened.tab.locator("#canvas g.edge.grad").count() == len(shown)  # the gradient's arrows, lit
+    opened.screenshot("backward")
+    opened.tab.keyboard.press("ArrowLeft")
+    assert opened.tab.get_attribute("#status", "data-unit") == steps[-4]
+    assert opened.errors == [] and opened.requests == []
+
+
+def test_fused_attention_opens_into_the_engines_scores(browser, gpt):
+    path, page, attention = gpt
+    opened = Opened(browser, path)
+    first = views(page)[0]
+    block = node_id(page, "blocks.0")
+    opened.click_node(block)
+    attn = node_id(page, "blocks.0.attn", first["nodes"][block]["view"])
+    opened.click_node(attn)
+    inner = views(page)[views(page)[first["nodes"][block]["view"]]["nodes"][attn]["view"]]
+    (op,) = [i for i, n in inner["nodes"].items() if n.get("name") == "attention"]
+    opened.click_node(op)
+    opened.tab.click("#decompose")
+    assert "attention as primitive ops" in opened.tab.inner_text("#crumbs")
+    chain = views(page)[inner["nodes"][op]["view"]]
+    ops = [chain["nodes"][u]["name"] for u in chain["steps"]]
+    assert ops == ["permute", "matmul", "mul", "masked_fill", "softmax", "matmul"]
+    scores = chain["nodes"][chain["steps"][1]]["output"]
+    opened.click_node(scores)
+    q, k = attention.inputs[0].data, attention.inputs[1].data
+    scores_engine = (q @ k.swapaxes(-1, -2)).ravel()
+    np.testing.assert_allclose(opened.numbers("#panel table.data td"), scores_engine, rtol=1e-3, atol=1e-6)
+    assert len(opened.numbers("#panel table.grad td")) == q.shape[-2] ** 2 * 2  # (1, 2, 8, 8): every score's gradient
+    opened.screenshot("attention")
+    opened.tab.click("#tabs button[data-tab=attention]")
+    opened.tab.locator(".grid canvas").first.click()
+    assert opened.tab.locator("table.attn td").count() == 64
+    opened.screenshot("attention-maps")
+    assert opened.errors == [] and opened.requests == []
