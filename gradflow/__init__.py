@@ -54,6 +54,7 @@ from gradflow.engine.rng import get_rng_state, manual_seed, set_rng_state
 from gradflow.engine.serialize import load, save
 from gradflow.engine.tensor import Tensor, matmul
 from gradflow.nn import functional
+from gradflow.tools.explore import explore
 from gradflow.tools.graph import draw_graph
 from gradflow.tools.profile import profile
 from gradflow.version import __version__
@@ -69,7 +70,7 @@ bool = bool_
 
 __all__ = [
     "__version__", "AnomalyError", "arange", "argmax", "argmin", "autograd", "bool", "cat", "detect_anomaly",
-    "double", "draw_graph", "enable_grad", "float", "float32", "float64", "from_numpy", "full", "full_like",
+    "double", "draw_graph", "enable_grad", "explore", "float", "float32", "float64", "from_numpy", "full", "full_like",
     "Function", "functional", "get_default_dtype", "get_rng_state", "gradcheck", "GradcheckError", "int",
     "int32", "int64", "is_grad_enabled", "kernels_in_use", "load", "long", "manual_seed", "matmul", "maximum",
     "minimum", "multinomial", "nn", "no_grad", "numel", "numerical_grad", "ones", "ones_like", "ops", "optim",
