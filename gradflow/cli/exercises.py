@@ -1,0 +1,173 @@
+"""`gradflow exercises`: write pieces of gradflow yourself, graded by gradflow's own checks.
+
+    gradflow exercises list [--dir DIR]          the exercises in order, by track, with your status
+    gradflow exercises start DIR                 a workspace: one file per exercise, each a blank to fill
+    gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what it unlocked
+    gradflow exercises solution NAME [--yes]     gradflow's own code for one exercise, after a confirmation
+    gradflow exercises train [--dir DIR]         the capstone: the toy GPT trained on your ops and layers,
+                                                 beside the same run on gradflow's own
+
+--dir defaults to the current folder, so that inside a workspace `gradflow exercises check mul_backward`
+is enough.
+"""
+
+import contextlib
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from gradflow.cli.build import build_model
+from gradflow.engine.kernels import use_kernels
+from gradflow.engine.rng import manual_seed
+from gradflow.exercises import EXERCISES, TRACKS, Failed, find, workspace
+from gradflow.text import CharTokenizer, default_corpus, split
+from gradflow.training.trainer import TrainConfig, Trainer
+
+
+def run_list(args):
+    has_workspace = any((Path(args.dir) / workspace.file_name(e)).exists() for e in EXERCISES)
+    where = (
+        f"; status in {args.dir}" if has_workspace else f" (no workspace in {args.dir}: gradflow exercises start DIR)"
+    )
+    print(f"{len(EXERCISES)} exercises, in order{where}")
+    for track in TRACKS:
+        print(f"\n{track}")
+        for e in (e for e in EXERCISES if e.track == track):
+            status = workspace.status(e, args.dir) if has_workspace else ""
+            print(f"  {EXERCISES.index(e) + 1:2d} {e.name:<24} {status:<8} {e.title}")
+    return 0
+
+
+def run_start(args):
+    paths = workspace.start(args.dir)
+    print(f"wrote {len(paths)} exercises to {args.dir}/, from {paths[0].name} to {paths[-1].name}")
+    print(f"each is a blank that raises NotImplementedError; fill in {paths[0].name} first, then:")
+    print(f"  cd {args.dir} && gradflow exercises check {EXERCISES[0].name}")
+    return 0
+
+
+def run_check(args):
+    chosen = [find(args.name)] if args.name else list(EXERCISES)
+    passed = 0
+    for e in chosen:
+        ok, said = workspace.check(e, args.dir)
+        passed += ok
+        number = f"{EXERCISES.index(e) + 1:2d} "
+        if ok:
+            print(f"{number}{e.name}: pass ({said})")
+            if args.name:
+                print("\n".join(f"   {line}" for line in workspace.unlocked_by(e, args.dir)))
+        elif said.kind in ("todo", "missing") and not args.name:
+            print(f"{number}{e.name}: {said}")
+        else:
+            print(f"{number}{e.name}: not yet\n{textwrap.indent(str(said), '   ')}")
+    if not args.name:
+        left = [e for e in EXERCISES if workspace.status(e, args.dir) != "pass"]
+        upnext = f"; next: {workspace.file_name(left[0])}" if left else "; all done"
+        print(f"{passed} of {len(EXERCISES)} pass{upnext}")
+    return 0 if passed == len(chosen) else 1
+
+
+def run_solution(args):
+    exercise = find(args.name)
+    piece = exercise.piece
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(f"solution {args.name} gives the exercise away: confirm with --yes (no terminal to ask)")
+        answer = input(f"Show gradflow's own {piece.qualname}? It gives exercise {args.name} away. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not shown")
+            return 0
+    print(f"# gradflow's own {piece.qualname}, from {piece.path}\n")
+    print("\n".join(piece.imports()) + "\n\n" if piece.imports() else "", end="")
+    print(piece.source(), end="")
+    return 0
+
+
+def run_train(args):
+    needed = workspace.capstone_exercises()
+    failing = [e for e in needed if not workspace.check(e, args.dir)[0]]
+    if failing:
+        raise ValueError(
+            f"train: {len(failing)} of the {len(needed)} exercises a training run is made of do not pass yet "
+            f"(the first: {failing[0].name}); see them with `gradflow exercises check --dir {args.dir}`"
+        )
+    text = default_corpus()
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split(tokenizer.encode(text), block_size=args.block_size)
+    print(
+        f"training the toy GPT ({args.n_layer} layers, width {args.n_embd}, context {args.block_size}) for "
+        f"{args.max_iters} steps on the built-in corpus, seed {args.seed}: first on gradflow's own pieces, then "
+        f"on your {len(needed)}",
+        flush=True,
+    )
+    losses = {}
+    for who in ("gradflow's", "yours"):
+        with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as out:
+            if who == "yours":
+                for e in needed:
+                    stack.enter_context(e.piece.replaced_by(workspace.load(e, args.dir)))
+            try:
+                losses[who] = _train(args, tokenizer.vocab_size, train_ids, val_ids, out)
+            except Failed as failed:
+                print(f"gradflow exercises: train: your code failed while training:\n{failed}", file=sys.stderr)
+                return 1
+        print(f"{who:>10}: validation loss {losses[who]:.4f}", flush=True)
+    gap = losses["yours"] - losses["gradflow's"]
+    print(f"yours minus gradflow's: {gap:+.2e} (the same seed, the same batches; float32 rounding differs a little)")
+    return 0
+
+
+def _train(args, vocab_size, train_ids, val_ids, out):
+    """The validation loss after training the toy GPT with whatever pieces are in place, plain tier."""
+    manual_seed(args.seed)
+    model, _ = build_model("gpt", vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    config = TrainConfig(
+        max_iters=args.max_iters,
+        batch_size=args.batch_size,
+        block_size=args.block_size,
+        warmup_iters=min(20, args.max_iters),
+        eval_interval=args.max_iters,
+        eval_iters=args.eval_iters,
+        seed=args.seed,
+        out_dir=out,
+    )
+    with use_kernels("plain"):  # the plain ops are the ones you wrote: the fast tier would run its own
+        history = Trainer(model, train_ids, val_ids, config, progress=sys.stderr.isatty()).fit()
+    return history[-1]["val_loss"]
+
+
+def add_command(sub):
+    exercises = sub.add_parser(
+        "exercises",
+        help="write pieces of gradflow yourself, graded by gradflow's own checks",
+        description="Exercises made from gradflow's own code: fill in a blank, and gradflow grades it.",
+    )
+    actions = exercises.add_subparsers(dest="action", metavar="action")
+    listed = actions.add_parser("list", help="the exercises in order, with your status")
+    listed.add_argument("--dir", default=".", help="your workspace (default: this folder)")
+    listed.set_defaults(run=run_list)
+    started = actions.add_parser("start", help="write a workspace: one file per exercise")
+    started.add_argument("dir", help="a new folder (an existing workspace is never overwritten)")
+    started.set_defaults(run=run_start)
+    checked = actions.add_parser("check", help="grade one exercise, or all of them")
+    checked.add_argument("name", nargs="?", help="the exercise (default: all, in order)")
+    checked.add_argument("--dir", default=".", help="your workspace (default: this folder)")
+    checked.set_defaults(run=run_check)
+    solution = actions.add_parser("solution", help="print gradflow's own code for one exercise")
+    solution.add_argument("name")
+    solution.add_argument("--yes", action="store_true", help="print it without asking")
+    solution.set_defaults(run=run_solution)
+    train = actions.add_parser("train", help="the capstone: the toy GPT trained on your pieces, beside gradflow's")
+    train.add_argument("--dir", default=".", help="your workspace (default: this folder)")
+    train.add_argument("--max-iters", type=int, default=150, help="steps of each run (default 150)")
+    train.add_argument("--n-layer", type=int, default=2, help="(default 2)")
+    train.add_argument("--n-head", type=int, default=4, help="(default 4)")
+    train.add_argument("--n-embd", type=int, default=64, help="(default 64)")
+    train.add_argument("--block-size", type=int, default=32, help="(default 32)")
+    train.add_argument("--batch-size", type=int, default=8, help="(default 8)")
+    train.add_argument("--eval-iters", type=int, default=10, help="batches per validation loss (default 10)")
+    train.add_argument("--seed", type=int, default=1337, help="(default 1337)")
+    train.set_defaults(run=run_train)
+    exercises.set_defaults(run=lambda args: exercises.print_help() or 0)

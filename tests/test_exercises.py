@@ -1,0 +1,278 @@
+"""`gradflow exercises`: the exercises are gradflow's own code, every reference passes, every blank fails
+with a helpful message, and the checker names the common mistakes."""
+
+import inspect
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from gradflow.cli import exercises as command
+from gradflow.cli.main import Parser, one_line
+from gradflow.engine import autograd, ops
+from gradflow.exercises import EXERCISES, TRACKS, find, workspace
+from gradflow.exercises.checks import Learner
+
+
+def gradflow(*argv):
+    """`gradflow exercises ...` as the command line runs it: bad input is one line and exit code 2."""
+    parser = Parser(prog="gradflow")
+    command.add_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["exercises", *argv])
+    try:
+        return args.run(args)
+    except (ValueError, OSError) as e:
+        print(one_line(args.command, e), file=sys.stderr)
+        return 2
+
+
+@pytest.fixture(scope="module")
+def blank(tmp_path_factory):
+    """A workspace as `start` writes it, every file still blank."""
+    directory = tmp_path_factory.mktemp("blank")
+    workspace.start(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """A workspace whose every file holds gradflow's own code in the blank."""
+    directory = tmp_path_factory.mktemp("solved")
+    workspace.start(directory)
+    for e in EXERCISES:
+        (directory / workspace.file_name(e)).write_text(workspace.file_text(e, solution=True))
+    return directory
+
+
+def attempt(tmp_path, name, old, new):
+    """Check gradflow's own solution of `name` with `old` replaced by `new`: a learner's typical mistake."""
+    e = find(name)
+    text = workspace.file_text(e, solution=True)
+    assert old in text, f"{name}: gradflow's code no longer reads {old!r}"
+    tmp_path.joinpath(workspace.file_name(e)).write_text(text.replace(old, new))
+    ok, failed = workspace.check(e, tmp_path)
+    assert not ok
+    return failed
+
+
+def test_at_least_25_exercises_in_tracks_in_order():
+    assert len(EXERCISES) >= 25
+    assert len({e.name for e in EXERCISES}) == len(EXERCISES)
+    tracks = [e.track for e in EXERCISES]
+    assert [t for i, t in enumerate(tracks) if i == 0 or t != tracks[i - 1]] == list(
+        TRACKS
+    )  # each track once, in order
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
+def test_the_files_are_gradflows_own_code(exercise):
+    piece = exercise.piece
+    solution, stub = workspace.file_text(exercise, solution=True), workspace.file_text(exercise)
+    assert piece.source() in solution  # the very code gradflow runs
+    assert textwrap.dedent(inspect.getsource(piece.function)).strip().endswith(piece.source().strip())
+    assert f'raise NotImplementedError("TODO: write {piece.qualname}")' in stub
+    signature = piece.source().split(":\n")[0]
+    assert signature in stub and piece.source().split(":\n", 1)[1] not in stub
+    compile(stub, "stub", "exec")
+    compile(solution, "solution", "exec")
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
+def test_every_blank_fails_as_todo_and_every_solution_passes(exercise, blank, solved):
+    ok, failed = workspace.check(exercise, blank)
+    assert not ok and failed.kind == "todo"
+    assert str(failed) == f"still TODO: write the body of {exercise.piece.qualname} in {workspace.file_name(exercise)}"
+    learner = workspace.load(exercise, solved)
+    assert isinstance(learner, Learner)
+    said = exercise.check(exercise.piece, learner)
+    assert learner.calls > 0, "the check never ran the learner's code"
+    assert isinstance(said, str) and said
+
+
+def test_a_check_puts_gradflows_own_piece_back(tmp_path):
+    original = ops.Mul.__dict__["backward"]
+    attempt(tmp_path, "mul_backward", "da = grad * b if", "da = grad * a if")
+    assert ops.Mul.__dict__["backward"] is original
+    attempt(tmp_path, "unbroadcast", "keepdims=True).reshape(shape)", "keepdims=True)[0]")
+    assert autograd.unbroadcast is find("unbroadcast").piece.function
+
+
+# --- the mistakes the checker names -------------------------------------------------------------------
+
+
+def test_a_gradient_not_summed_over_the_broadcast_axis(tmp_path):
+    failed = attempt(tmp_path, "unbroadcast", "return grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True)"
+                     ".reshape(shape)", "return grad")  # fmt: skip
+    assert failed.kind == "broadcast"
+    message = str(failed)
+    assert "case add [(), (3,)]" in message and "has shape (3,), expected ()" in message
+    assert "not summed back over the broadcast axes (0,)" in message
+
+
+def test_keepdims_lost(tmp_path):
+    failed = attempt(tmp_path, "unbroadcast", ", keepdims=True).reshape(shape)", ")")
+    assert failed.kind == "keepdims"
+    assert "has shape (4,), expected (1, 4)" in str(failed) and "without the axis of size 1 at 0" in str(failed)
+    assert "keepdims lost" in str(failed)
+    # the same mistake inside a formula: numpy refuses to broadcast, and the hint names it
+    failed = attempt(tmp_path, "softmax_backward", "sum(axis=ctx.axis, keepdims=True)", "sum(axis=ctx.axis)")
+    assert failed.kind == "error" and "hint: keepdims lost" in str(failed)
+
+
+def test_a_missing_transpose(tmp_path):
+    failed = attempt(tmp_path, "linear_backward", "dw = g.T @ rows", "dw = rows.T @ g")
+    assert failed.kind == "transpose"
+    message = str(failed)
+    assert "the gradient of w (input 1, shape (5, 4)) has shape (4, 5), expected (5, 4)" in message
+    assert "missing transpose" in message
+
+
+def test_a_sign_error(tmp_path):
+    failed = attempt(tmp_path, "div_backward", "db = -grad * z / b", "db = grad * z / b")
+    assert failed.kind == "sign"
+    message = str(failed)
+    assert "the gradient of b (input 1, shape (3, 4)): element (" in message
+    expected, got = (float(s.split(",")[0].split()[0]) for s in message.split("expected ")[1].split(" got "))
+    assert got == pytest.approx(-expected)
+    assert "a sign error" in message
+
+
+def test_a_scale_off_by_a_known_constant(tmp_path):
+    failed = attempt(tmp_path, "mean_backward", "spread(grad / ctx.n,", "spread(grad,")
+    assert failed.kind == "scale" and "12 times the expected one" in str(failed)  # the mean of a (3, 4)
+    failed = attempt(tmp_path, "layer_norm_backward", "dx = r * (", "dx = 2 * r * (")
+    assert failed.kind == "scale" and "2 times the expected one" in str(failed)
+
+
+def test_the_learners_error_is_shown_as_their_line(tmp_path):
+    failed = attempt(tmp_path, "matmul_backward", "da = g @ np.swapaxes(b2, -1, -2)", "da = g @ b2")
+    message = str(failed)
+    assert failed.kind == "error"
+    assert "your Matmul.backward raised ValueError at line" in message and "of 13_matmul_backward.py:" in message
+    assert "    da = g @ b2" in message and "Traceback" not in message and "gradflow/engine" not in message
+    assert "hint: the inner sizes of a product differ" in message
+
+
+def test_a_recursive_walk_is_told_to_use_a_stack(tmp_path):
+    e = find("topological_order")
+    recursive = (
+        "def topological_order(root):\n    order, seen = [], set()\n\n    def visit(node):\n"
+        "        if node in seen:\n            return\n        seen.add(node)\n"
+        "        for t in node.inputs:\n            if t is not None and t.grad_fn is not None:\n"
+        "                visit(t.grad_fn)\n        order.append(node)\n\n    visit(root)\n    return order[::-1]\n"
+    )
+    tmp_path.joinpath(workspace.file_name(e)).write_text(recursive)
+    ok, failed = workspace.check(e, tmp_path)
+    assert not ok and "chain of 3000 tanh" in str(failed) and "RecursionError" in str(failed)
+    assert "keep the nodes to visit in a list (a stack)" in str(failed)
+    failed = attempt(tmp_path, "topological_order", "return order[::-1]", "return order")
+    assert failed.kind == "order" and "backward starts at the root" in str(failed)
+
+
+def test_a_syntax_error_names_the_line(tmp_path):
+    failed = attempt(tmp_path, "exp_backward", "return grad * y", "return grad *")
+    assert failed.kind == "error" and str(failed).startswith("05_exp_backward.py, line")
+    assert "return grad *" in str(failed)
+
+
+def test_adam_named_mistakes(tmp_path):
+    failed = attempt(tmp_path, "adam_update", "p -= step", "p = p - step")
+    assert failed.kind == "inplace" and "update p in place" in str(failed)
+    failed = attempt(tmp_path, "adam_update", "step *= lr / (1 - beta1**t)", "step *= -lr / (1 - beta1**t)")
+    assert failed.kind == "sign"
+
+
+# --- the command -----------------------------------------------------------------------------------------
+
+
+def test_start_list_check_and_what_a_pass_unlocks(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    assert gradflow("start", str(ws)) == 0
+    assert len(list(ws.glob("*.py"))) == len(EXERCISES)
+    assert gradflow("check", "--dir", str(ws)) == 1
+    out = capsys.readouterr().out
+    assert out.count("still TODO") == len(EXERCISES) and f"0 of {len(EXERCISES)} pass" in out
+    mul = find("mul_backward")
+    (ws / workspace.file_name(mul)).write_text(workspace.file_text(mul, solution=True))
+    assert gradflow("check", "mul_backward", "--dir", str(ws)) == 0
+    out = capsys.readouterr().out
+    assert "mul_backward: pass (6 gradcheck cases)" in out
+    assert "unlocked: exercise 3, unbroadcast" in out and "03_unbroadcast.py" in out
+    (ws / workspace.file_name(find("add_backward"))).write_text("def backward(ctx, grad):\n    return grad, -grad\n")
+    assert gradflow("list", "--dir", str(ws)) == 0
+    rows = {
+        line.split()[1]: line.split()[2] for line in capsys.readouterr().out.splitlines() if line[:4].strip().isdigit()
+    }
+    assert rows["mul_backward"] == "pass" and rows["add_backward"] == "changed" and rows["unbroadcast"] == "todo"
+    assert gradflow("check", "add_backward", "--dir", str(ws)) == 1
+    assert "a sign error" in capsys.readouterr().out
+    assert gradflow("list", "--dir", str(ws)) == 0
+    assert " add_backward             fail " in capsys.readouterr().out
+
+
+def test_start_never_overwrites_a_workspace(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    assert gradflow("start", str(ws)) == 0
+    mine = ws / workspace.file_name(EXERCISES[0])
+    mine.write_text("# my work\n")
+    (ws / workspace.file_name(EXERCISES[5])).unlink()
+    capsys.readouterr()
+    assert gradflow("start", str(ws)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gradflow exercises: ") and err.count("\n") == 1 and "never overwrites your work" in err
+    assert mine.read_text() == "# my work\n" and not (ws / workspace.file_name(EXERCISES[5])).exists()
+
+
+def test_bad_names_give_one_line_with_the_names(blank, capsys):
+    for argv in (["check", "nope", "--dir", str(blank)], ["solution", "nope", "--yes"]):
+        assert gradflow(*argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gradflow exercises: no exercise named 'nope'; the exercises: add_backward, ")
+        assert err.count("\n") == 1 and "kv_cache_append" in err
+
+
+def test_solution_asks_first(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", type("NoTerminal", (), {"isatty": staticmethod(lambda: False)})())
+    assert gradflow("solution", "mul_backward") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "confirm with --yes" in err
+    assert gradflow("solution", "mul_backward", "--yes") == 0
+    out = capsys.readouterr().out
+    assert "from gradflow/engine/ops/elementwise.py" in out and find("mul_backward").piece.source() in out
+    monkeypatch.setattr(sys, "stdin", type("Terminal", (), {"isatty": staticmethod(lambda: True)})())
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert gradflow("solution", "layer_norm_backward") == 0
+    assert capsys.readouterr().out == "not shown\n"
+    monkeypatch.setattr("builtins.input", lambda prompt: "y")
+    assert gradflow("solution", "layer_norm_backward") == 0
+    out = capsys.readouterr().out
+    assert "from gradflow.engine.ops.norm import sum_over_rows" in out and "def backward(ctx, grad):" in out
+
+
+def test_the_capstone_waits_for_the_training_track(blank, capsys):
+    assert gradflow("train", "--dir", str(blank)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "do not pass yet (the first: add_backward)" in err
+
+
+def test_the_capstone_trains_on_the_learners_pieces(solved, capsys, monkeypatch):
+    from gradflow.engine.ops import norm
+
+    calls = []
+    learned = workspace.load
+
+    def counting(exercise, directory):  # the learner's layer norm must be the one the model runs
+        learner = learned(exercise, directory)
+        if exercise.name == "layer_norm_backward":
+            calls.append(learner)
+        return learner
+
+    monkeypatch.setattr(workspace, "load", counting)
+    argv = ["--max-iters", "2", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8"]
+    assert gradflow("train", "--dir", str(solved), *argv, "--batch-size", "2", "--eval-iters", "1") == 0
+    out = capsys.readouterr().out
+    losses = [float(line.split()[-1]) for line in out.splitlines() if "validation loss" in line]
+    assert len(losses) == 2 and np.isfinite(losses).all() and losses[0] == pytest.approx(losses[1], abs=1e-4)
+    assert [c.calls > 0 for c in calls] == [True, True]  # the gate's check, then the training run
+    assert norm.LayerNorm.__dict__["backward"].__func__ is find("layer_norm_backward").piece.function
