@@ -224,6 +224,13 @@ def test_start_never_overwrites_a_workspace(tmp_path, capsys):
     assert mine.read_text() == "# my work\n" and not (ws / workspace.file_name(EXERCISES[5])).exists()
 
 
+def test_a_folder_without_exercises_is_one_line(tmp_path, capsys):
+    for action in ("check", "train"):
+        assert gradflow(action, "--dir", str(tmp_path)) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "holds no exercise files: write them with `gradflow exercises start" in err
+
+
 def test_bad_names_give_one_line_with_the_names(blank, capsys):
     for argv in (["check", "nope", "--dir", str(blank)], ["solution", "nope", "--yes"]):
         assert gradflow(*argv) == 2

@@ -48,6 +48,7 @@ def run_start(args):
 
 
 def run_check(args):
+    workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
     passed = 0
     for e in chosen:
@@ -86,6 +87,7 @@ def run_solution(args):
 
 
 def run_train(args):
+    workspace.check_has_files(args.dir)
     needed = workspace.capstone_exercises()
     failing = [e for e in needed if not workspace.check(e, args.dir)[0]]
     if failing:

@@ -76,7 +76,7 @@ def _equal(got, expected):
 
 def _shape_mistake(got, expected, what):
     said = f"{what} has shape {got.shape}, expected {expected.shape}"
-    if _summed_to(got, expected.shape) is not None and close(_summed_to(got, expected.shape), expected):
+    if summed_to(got, expected.shape) is not None and close(summed_to(got, expected.shape), expected):
         axes = _broadcast_axes(got.shape, expected.shape)
         return Failed(
             f"{said}.\n  hint: gradient not summed back over the broadcast axes {axes}: the input was broadcast "
@@ -163,8 +163,9 @@ def _index(i):
     return tuple(int(j) for j in i)
 
 
-def _summed_to(got, shape):
-    """got summed over the axes broadcasting would have created from `shape`, or None if it can't be."""
+def summed_to(got, shape):
+    """got summed over the axes broadcasting would have created from `shape`, or None if it can't be
+    (autograd.unbroadcast's rule, written again here: a check of unbroadcast must not rely on it)."""
     try:
         if np.broadcast_shapes(got.shape, shape) != got.shape:
             return None

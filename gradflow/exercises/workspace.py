@@ -43,10 +43,9 @@ Check it, from this folder:  gradflow exercises check {exercise.name}
 Stuck?  gradflow exercises solution {exercise.name}
 """
 '''
-    imports = piece.imports()
-    if "import numpy as np" not in imports:  # the tool of every exercise, used by its solution or not
-        imports.insert(0, "import numpy as np")
-    parts = [head, "\n".join(imports)]
+    imports = piece.imports()  # "import ..." lines, sorted, then one "from ... import ..."
+    modules = sorted({line for line in imports if line.startswith("import ")} | {"import numpy as np"})
+    parts = [head, "\n".join(modules + [line for line in imports if line.startswith("from ")])]
     for owner in exercise.given:
         code = "\n".join(f"#     {line}" if line.strip() else "#" for line in given_context(owner, piece).splitlines())
         parts.append(f"# Given, gradflow's own code around the part you write:\n#\n{code}")
@@ -75,6 +74,14 @@ def start(directory):
 def write(path, text):
     with written_atomically(path) as tmp:
         Path(tmp).write_text(text)
+
+
+def check_has_files(directory):
+    """Refuse a folder that holds no exercise file at all: the learner is not where they think."""
+    if not any((Path(directory) / file_name(e)).exists() for e in EXERCISES):
+        raise FileNotFoundError(
+            f"{directory} holds no exercise files: write them with `gradflow exercises start DIR`, or pass --dir DIR"
+        )
 
 
 def path_of(exercise, directory):
