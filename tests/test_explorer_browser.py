@@ -39,8 +39,14 @@ if missing and not REQUIRED:
 
 
 def views(page):
-    blocks = re.findall(r'<script type="application/json" id="gf-view-(\d+)">(.*?)</script>', page.html, re.S)
-    return [json.loads(text.replace("<\\/", "</")) for _, text in sorted(blocks, key=lambda b: int(b[0]))]
+    """Every view's JSON in the page, in order, each tensor with its numbers (written once per page)."""
+    found = dict(re.findall(r'<script type="application/json" id="gf-(\S+?)">(.*?)</script>', page.html, re.S))
+    parsed = {key: json.loads(text.replace("<\\/", "</")) for key, text in found.items()}
+    result = [parsed[f"view-{i}"] for i in range(sum(k.startswith("view-") for k in parsed))]
+    for v in result:
+        for nid, node in v["nodes"].items():
+            node.update(parsed.get(f"numbers-{nid}", {}))
+    return result
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ has more than HEAT_SIDE of them; `rows` and `cols` say which were kept.
 import numpy as np
 
 SMALL = 256  # every number of an array this small is written out
-HEAT_SIDE = 64  # a heat map keeps at most this many rows and columns
+HEAT_SIDE = 32  # a heat map keeps at most this many rows and columns
 BINS = 24
 DIGITS = 6  # significant digits of the numbers written out
 

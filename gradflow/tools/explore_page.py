@@ -69,14 +69,27 @@ def _json(value):
     return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
 
 
+DETAILS = ("data", "grad", "arrivals")  # a tensor's numbers: written once, however many views show it
+
+
 def page_html(data, views):
-    """The whole page: data, one JSON block per view (with its SVG), script and style inlined."""
+    """The whole page: data, one JSON block per view (with its SVG) and per tensor's numbers, script
+    and style inlined."""
     svgs = lay_out(views)
     data = dict(data, views=[{"title": v["title"], "parent": v["parent"]} for v in views])
     blocks = [f'<script type="application/json" id="gf-data">{_json(data)}</script>']
+    numbers = {}
     for i, (view, svg) in enumerate(zip(views, svgs)):
-        body = {"svg": svg, "nodes": view["nodes"], "edges": view["edges"], "steps": view["steps"]}
+        nodes = {}
+        for nid, info in view["nodes"].items():
+            if info["kind"] == "tensor":
+                numbers.setdefault(nid, {k: info[k] for k in DETAILS})
+                info = {k: v for k, v in info.items() if k not in DETAILS and k != "label"}
+            nodes[nid] = {k: v for k, v in info.items() if k != "label"}
+        body = {"svg": svg, "nodes": nodes, "edges": view["edges"], "steps": view["steps"]}
         blocks.append(f'<script type="application/json" id="gf-view-{i}">{_json(body)}</script>')
+    for nid, details in numbers.items():
+        blocks.append(f'<script type="application/json" id="gf-numbers-{nid}">{_json(details)}</script>')
     page = (ASSETS / "page.html").read_text(encoding="utf-8")
     style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
     script = (ASSETS / "explorer.js").read_text(encoding="utf-8")

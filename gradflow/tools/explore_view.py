@@ -201,7 +201,7 @@ class Exploration:
             "made_by": None if t.grad_fn is None else self.node_id(t.grad_fn, "o"),
             "used_by": [self.node_id(op, "o") for op in g.readers.get(t, [])],
             "arrivals": g.arrivals.get(id(t)),
-            "label": tensor_label(t, self.name(t), True, True, INLINE, KINDS[kind][0]),
+            "label": tensor_label(t, self.name(t), True, True, INLINE, KINDS[kind][0]),  # for dot only
         }
         g.infos[id(t)] = info
         return info

@@ -12,6 +12,12 @@ function view(i) {
   return views[i];
 }
 
+function numbers(info, id) {
+  // a tensor's values, gradient and arrivals, written once in the page, read on its first click
+  if (!("data" in info)) Object.assign(info, JSON.parse(document.getElementById("gf-numbers-" + id).textContent));
+  return info;
+}
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -275,7 +281,7 @@ function select(id) {
   p.innerHTML = "";
   const note = stepNote(id);
   if (note) p.append(note);
-  if (info.kind === "tensor") tensorPanel(p, id, info);
+  if (info.kind === "tensor") tensorPanel(p, id, numbers(info, id));
   else opPanel(p, id, info);
 }
 
