@@ -7,13 +7,12 @@ GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also
 pictures README.md shows, as docs/explorer-*.png.
 """
 
-import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_explorer import views  # the page's views, each tensor with its numbers
 
 import gradflow as gf
 from gradflow.models.gpt import GPT, GPTConfig
@@ -36,17 +35,6 @@ missing = "playwright is not installed" if sync_playwright is None else None
 missing = missing or (None if Path(CHROMIUM).exists() else f"{CHROMIUM} is not installed")
 if missing and not REQUIRED:
     pytest.skip(f"{missing} (GRADFLOW_REQUIRE_BROWSER=1 makes this a failure)", allow_module_level=True)
-
-
-def views(page):
-    """Every view's JSON in the page, in order, each tensor with its numbers (written once per page)."""
-    found = dict(re.findall(r'<script type="application/json" id="gf-(\S+?)">(.*?)</script>', page.html, re.S))
-    parsed = {key: json.loads(text.replace("<\\/", "</")) for key, text in found.items()}
-    result = [parsed[f"view-{i}"] for i in range(sum(k.startswith("view-") for k in parsed))]
-    for v in result:
-        for nid, node in v["nodes"].items():
-            node.update(parsed.get(f"numbers-{nid}", {}))
-    return result
 
 
 @pytest.fixture(scope="module")
