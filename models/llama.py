@@ -1,6 +1,6 @@
 """A Llama / Qwen style decoder, top to bottom.
 
-Read after gpt.py; next, llama_trace.py (this forward written out step by step) or gradflow/training/trainer.py.
+Read after gpt.py; next, trace.py (this forward, and GPT's, written out step by step) or gradflow/training/trainer.py.
 
 x_0 = E[ids]                                      no position embedding: RoPE rotates q and k
 x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention with RoPE

@@ -17,7 +17,7 @@ from gradflow.cli import main
 from gradflow.inference.chat import SMOLLM2_SYSTEM, Chat, chatml
 from gradflow.inference.generate import generate
 from gradflow.models.llama import Llama, from_gguf, halves_from_pairs, smollm2_135m, smollm2_instruct
-from gradflow.models.llama_trace import trace
+from gradflow.models.trace import trace
 from gradflow.pretrained import (
     GGUFFile,
     dequantize_q4_1,

@@ -5,13 +5,15 @@ of the library imports them.
 """
 
 import math
+import sys
 from dataclasses import asdict, fields
 
 from gradflow.models.gpt import GPT, GPTConfig
-from gradflow.models.llama import Llama, LlamaConfig
-from gradflow.nn import init
+from gradflow.models.llama import Llama, LlamaConfig, smollm2_instruct
+from gradflow.nn import init, lora
 from gradflow.text import load_tokenizer
-from gradflow.training.checkpoint import CheckpointError
+from gradflow.training.checkpoint import CheckpointError, load_checkpoint
+from gradflow.training.finetune import load_adapter
 from gradflow.training.trainer import flag
 
 MODEL_DEFAULTS = dict(model="gpt", n_layer=4, n_head=4, n_kv_head=None, n_embd=128, dropout=0.0)
@@ -23,6 +25,8 @@ CONFIG_NAMES = {
 # the largest sizes a checkpoint's config may ask for: a crafted file must not make us allocate 60 GiB
 LIMITS = dict(vocab_size=1 << 20, block_size=1 << 16, n_layer=1024, n_head=1024, n_heads=1024, n_kv_heads=1024,
               n_embd=1 << 15, d_model=1 << 15, d_ff=1 << 17)  # fmt: skip
+
+SMOLLM2 = "SmolLM2-135M-Instruct"
 
 
 def check_model_flags(kind, n_layer, n_head, n_embd, dropout=0.0, n_kv_head=None):
@@ -61,6 +65,11 @@ def model_from_meta(ckpt):
     the file itself holds.
     """
     described = ckpt.meta.get("model")
+    if described is None and "lora" in ckpt.meta:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path} holds LoRA adapters, not a whole model: use them with "
+            f"--model smollm2 --adapter {ckpt.path.parent}"
+        )
     kinds = {"gpt": (GPT, GPTConfig), "llama": (Llama, LlamaConfig)}
     if not isinstance(described, dict) or described.get("type") not in kinds:
         raise CheckpointError(f"checkpoint {ckpt.path}: model must name its type, gpt or llama, got {described!r}")
@@ -109,3 +118,22 @@ def tokenizer_for(ckpt, model):
 def context_of(meta):
     described = meta["model"]
     return described["config"]["block_size"] if described["type"] == "gpt" else described["block_size"]
+
+
+def load_smollm2(adapter=None):
+    """SmolLM2-135M-Instruct and its tokenizer, saying so on stderr (the first use fetches 98 MB).
+
+    adapter: a directory `gradflow finetune` wrote; its LoRA adapters are loaded and merged into the
+    weights (W + (alpha / r) B A), so the adapted model runs at the base model's speed.
+    """
+    ckpt = None
+    if adapter is not None:
+        ckpt = load_checkpoint(adapter)  # read first: a wrong path is said before the model loads
+        if ckpt.meta.get("base") != SMOLLM2 or "lora" not in ckpt.meta:
+            raise CheckpointError(f"--adapter {adapter}: {ckpt.path} holds no LoRA adapters for {SMOLLM2}")
+    print(f"loading {SMOLLM2} ...", file=sys.stderr, flush=True)
+    model, tokenizer = smollm2_instruct()
+    if ckpt is not None:
+        load_adapter(model, ckpt)
+        lora.merge(model)
+    return model, tokenizer

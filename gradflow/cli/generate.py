@@ -1,7 +1,8 @@
 """`gradflow generate` and `gradflow chat`: sample from a trained checkpoint, or talk with SmolLM2.
 
 `gradflow chat` talks with the pretrained SmolLM2-135M-Instruct, and `gradflow generate --model
-smollm2` continues a prompt with it. `--trace` first prints the prompt's tokens, every step of its
+smollm2` continues a prompt with it; `--adapter DIR` gives either one the LoRA adapters that
+`gradflow finetune` trained. `--trace` first prints the prompt's tokens, every step of its
 forward pass with shapes and numbers, and one KV-cached decode step (models/trace.py), for a
 checkpoint as for SmolLM2; with `--chat`, also which tokens the chat template added.
 """
@@ -10,9 +11,8 @@ import contextlib
 import math
 import sys
 
-from gradflow.cli.build import context_of, model_from_meta, tokenizer_for
+from gradflow.cli.build import context_of, load_smollm2, model_from_meta, tokenizer_for
 from gradflow.inference import SMOLLM2_SYSTEM, Chat, chatml, generate
-from gradflow.models.llama import smollm2_instruct
 from gradflow.models.trace import trace
 from gradflow.training.checkpoint import load_checkpoint
 
@@ -20,6 +20,9 @@ TRACE_HELP = (
     "first print the prompt's tokens, each step of its forward pass (shapes, norms, first numbers) and one "
     "KV-cached decode step; with --chat, which tokens the chat template added"
 )
+
+
+ADAPTER_HELP = "a directory `gradflow finetune` wrote: its LoRA adapters change SmolLM2"
 
 
 class Printer:
@@ -59,6 +62,8 @@ def check_flag_combinations(args):
     """Refuse a model and a checkpoint at once, --chat without the chat model, and a trace of nothing."""
     if args.model is not None and args.checkpoint is not None:
         raise ValueError(f"--model {args.model} and --checkpoint {args.checkpoint}: give one of them, not both")
+    if args.adapter is not None and args.model is None:
+        raise ValueError(f"--adapter {args.adapter} adapts a pretrained model: it needs --model smollm2")
     if args.chat and args.model is None:
         raise ValueError("--chat writes the prompt in SmolLM2's chat template: it needs --model smollm2")
     if args.trace and not args.prompt and not args.chat:
@@ -105,13 +110,8 @@ def _stream(args, model, tokenizer, text, skip=(), **options):
     return 0
 
 
-def _load_smollm2():
-    print("loading SmolLM2-135M-Instruct ...", file=sys.stderr, flush=True)
-    return smollm2_instruct()
-
-
 def _generate_smollm2(args):
-    model, tokenizer = _load_smollm2()
+    model, tokenizer = load_smollm2(args.adapter)
     messages = [{"role": "user", "content": args.prompt}]
     text = chatml(messages) if args.chat else args.prompt
     if args.trace:
@@ -124,12 +124,14 @@ def run_chat(args):
     check_sampling_flags(args)
     if sys.stdin is None or sys.stdin.closed:
         raise ValueError("standard input is closed: chat reads your messages from it")
-    model, tokenizer = _load_smollm2()
+    model, tokenizer = load_smollm2(args.adapter)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
     tty = sys.stdin.isatty()
     if tty:
-        print("Chat with SmolLM2-135M-Instruct. An empty line or Ctrl-D ends; /reset starts over.", file=sys.stderr)
+        adapted = f", adapted by {args.adapter}" if args.adapter else ""
+        said = f"Chat with SmolLM2-135M-Instruct{adapted}. An empty line or Ctrl-D ends; /reset starts over."
+        print(said, file=sys.stderr)
     while True:
         try:
             text = input("you> " if tty else "")
@@ -154,6 +156,7 @@ def add_command(sub):
     gen.add_argument("--checkpoint", help="a checkpoint file or the directory holding ckpt.npz (default: out)")
     gen.add_argument("--model", choices=["smollm2"], help="a pretrained model instead of a checkpoint")
     gen.add_argument("--chat", action="store_true", help="with --model: write the prompt as a user's chat turn")
+    gen.add_argument("--adapter", help=ADAPTER_HELP)
     gen.add_argument("--trace", action="store_true", help=TRACE_HELP)
     gen.add_argument("--prompt", default="\n", help="text to continue (default: a new line)")
     add_sampling_flags(gen, max_new_tokens=300, temperature=0.8)
@@ -161,6 +164,7 @@ def add_command(sub):
 
     chat = sub.add_parser("chat", help="talk with SmolLM2-135M-Instruct (fetched once, 98 MB)")
     chat.add_argument("--system", default=SMOLLM2_SYSTEM, help="the system message")
+    chat.add_argument("--adapter", help=ADAPTER_HELP)
     # greedy by default: a 135M model gets facts right most reliably on its most likely path;
     # the model card's sampling is --temperature 0.2 --top-p 0.9
     add_sampling_flags(chat, max_new_tokens=512, temperature=0.0)

@@ -6,11 +6,12 @@ worker died, memory ran out), 130 for Ctrl-C. A traceback is left only for gradf
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
-from gradflow.cli import export, generate, gradcheck, graph, train
+from gradflow.cli import exercises, explore, export, finetune, generate, gradcheck, graph, train
 from gradflow.training.data_parallel import WorkerError
 from gradflow.version import __version__
 
@@ -35,7 +36,7 @@ def main(argv=None):
     parser = Parser(prog="gradflow", description="gradflow: an autograd engine you can read, check and train with.")
     parser.add_argument("--version", action="version", version=f"gradflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command")
-    for command in (train, generate, graph, gradcheck, export):
+    for command in (train, finetune, generate, graph, explore, gradcheck, export, exercises):
         command.add_command(sub)
     args, extra = parser.parse_known_args(argv)
     if extra:  # named with the command they were given to
@@ -48,6 +49,9 @@ def main(argv=None):
     try:
         with np.errstate(all="ignore"):  # an overflow is reported by gradflow's own checks, in its words
             return args.run(args)
+    except BrokenPipeError:  # the reader went away (`gradflow generate ... | head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit goes nowhere
+        return 0
     except (ValueError, OSError) as e:  # bad input: a flag, a file
         print(one_line(args.command, e), file=sys.stderr)
         return 2

@@ -55,3 +55,12 @@ class Chat:
         content = self.tokenizer.decode(reply[:-1] if reply and reply[-1] == self.end else reply)
         self.messages.append({"role": "assistant", "content": content})
         return content
+
+
+def reply(model, tokenizer, messages, max_new_tokens=64, **sampling):
+    """The assistant's reply to a conversation (greedy unless sampling says otherwise), as text: what a
+    fresh Chat would answer after these messages, with the default system message when none is given."""
+    end = tokenizer.token_id["<|im_end|>"]
+    prompt = tokenizer.encode(chatml(messages)).tolist()
+    ids = generate(model, prompt, max_new_tokens, stop=(end,), **sampling)[len(prompt) :]
+    return tokenizer.decode(ids[:-1] if ids and ids[-1] == end else ids)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gradflow.engine.files import written_atomically
+from gradflow.nn.lora import load_lora_state_dict, lora_state_dict
 
 FORMAT = "gradflow-checkpoint"
 VERSION = 1
@@ -42,10 +43,14 @@ def _bad_array(key, value):
     return None
 
 
-def save_checkpoint(path, model, optimizer=None, meta=None):
-    """Write model weights, optimizer state and `meta` (a dict of JSON-serialisable values) to path, atomically."""
+def save_checkpoint(path, model, optimizer=None, meta=None, adapters=False):
+    """Write model weights, optimizer state and `meta` (a dict of JSON-serialisable values) to path, atomically.
+
+    adapters: store only the model's LoRA adapters (nn.lora.lora_state_dict), not its frozen weights.
+    """
     path, meta = Path(path), dict(meta or {})
-    arrays = {f"model/{name}": value for name, value in model.state_dict().items()}
+    state = lora_state_dict(model) if adapters else model.state_dict()
+    arrays = {f"model/{name}": value for name, value in state.items()}
     if optimizer is not None:
         state = optimizer.state_dict()
         scalars = {}
@@ -96,10 +101,16 @@ class Checkpoint:
                 state.setdefault(int(i), {})[name] = value
         return {"param_groups": saved["param_groups"], "state": state}
 
-    def restore(self, model, optimizer=None):
-        """Load the weights (and the optimizer state) into model (and optimizer); mismatches are clear errors."""
+    def restore(self, model, optimizer=None, adapters=False):
+        """Load the weights (and the optimizer state) into model (and optimizer); mismatches are clear errors.
+
+        adapters: the checkpoint holds LoRA adapters alone, which must be exactly the model's.
+        """
         try:
-            model.load_state_dict(self.model_state())
+            if adapters:
+                load_lora_state_dict(model, self.model_state())
+            else:
+                model.load_state_dict(self.model_state())
             if optimizer is not None and self.optimizer_state() is not None:
                 optimizer.load_state_dict(self.optimizer_state())
         except ValueError as e:

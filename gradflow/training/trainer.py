@@ -222,6 +222,8 @@ class Trainer:
     of ranks (1: as many as mpiexec started). Alone in its MPI world, it trains as one process.
     """
 
+    adapters_only = False  # checkpoints hold every weight; a fine-tuner of LoRA adapters keeps those alone
+
     def __init__(
         self,
         model,
@@ -244,13 +246,7 @@ class Trainer:
         config = replace(config, processes=ranks)  # what the checkpoint records: how many ranks trained
         self.rank = self.comm.Get_rank() if distributed else 0
         self.model, self.config, self.overwrite = model, config, overwrite
-        self.train_ids, self.val_ids = np.asarray(train_ids), np.asarray(val_ids)
-        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
-            if len(ids) < config.block_size + 1:
-                raise ValueError(
-                    f"train: the {name} split has {len(ids)} tokens, "
-                    f"fewer than block_size + 1 = {config.block_size + 1}"
-                )
+        self.take_data(train_ids, val_ids)
         self.optimizer = optimizer or default_optimizer(model, config)
         self.meta, self.on_eval, self.show_progress = meta or {}, on_eval, progress
         if config.schedule == "cosine":
@@ -260,6 +256,7 @@ class Trainer:
             self.schedule = Constant(config.lr)
         self.batch_rng = np.random.default_rng(config.seed)
         self.step = 0
+        self.tokens_seen = 0  # in this process's run, for the progress bar's tokens per second
         self.out_dir = Path(config.out_dir)
         self.history = []  # one dict per evaluation
         self.names = {id(p): name for name, p in model.named_parameters()}
@@ -269,19 +266,40 @@ class Trainer:
         self._stop_agreed = False  # and, over MPI, some rank was asked at the last step: every rank stops
         self._parallel = None  # the Distributed of a run over more than one rank, while fit() runs
 
+    # --- the data: a subclass that learns from other data overrides these three ----------------
+
+    def take_data(self, train_ids, val_ids):
+        """Keep the two splits' token ids, each long enough for one window of block_size + 1."""
+        self.train_ids, self.val_ids = np.asarray(train_ids), np.asarray(val_ids)
+        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
+            if len(ids) < self.config.block_size + 1:
+                raise ValueError(
+                    f"train: the {name} split has {len(ids)} tokens, "
+                    f"fewer than block_size + 1 = {self.config.block_size + 1}"
+                )
+
+    def training_batch(self):
+        """The next (x, y) to learn from: batch_size random windows of the training ids."""
+        return get_batch(self.train_ids, self.config.batch_size, self.config.block_size, self.batch_rng)
+
+    def evaluation_batches(self, split):
+        """The (x, y) batches that estimate the loss on split ("train" or "val"): the same at every evaluation."""
+        ids = self.train_ids if split == "train" else self.val_ids
+        rng = np.random.default_rng(self.config.seed + 1)
+        for _ in range(self.config.eval_iters):
+            yield get_batch(ids, self.config.batch_size, self.config.block_size, rng)
+
     # --- measuring ------------------------------------------------------------------------------
 
     @no_grad()
     def estimate_loss(self):
-        """Mean loss over eval_iters fixed batches of each split (the same batches at every evaluation)."""
+        """Mean loss over the fixed evaluation batches of each split (the same batches at every evaluation)."""
         was_training = self.model.training
         self.model.eval()
         out = {}
-        for split, ids in (("train", self.train_ids), ("val", self.val_ids)):
-            rng = np.random.default_rng(self.config.seed + 1)
+        for split in ("train", "val"):
             losses = []
-            for _ in range(self.config.eval_iters):
-                x, y = get_batch(ids, self.config.batch_size, self.config.block_size, rng)
+            for x, y in self.evaluation_batches(split):
                 losses.append(self._parallel.loss(x, y) if self._parallel else self.model(x, y)[1].item())
             out[f"{split}_loss"] = float(np.mean(losses))
             out[f"{split}_ppl"] = math.exp(min(out[f"{split}_loss"], 709.0))  # e^709.8 is float64's largest
@@ -299,7 +317,7 @@ class Trainer:
         if self.rank == 0:
             rng = {"batches": self.batch_rng.bit_generator.state, "gradflow": get_rng_state()}
             meta = {"step": self.step, "train_config": asdict(self.config), "rng": rng, "history": self.history}
-            save_checkpoint(path, self.model, self.optimizer, meta={**self.meta, **meta})
+            save_checkpoint(path, self.model, self.optimizer, meta={**self.meta, **meta}, adapters=self.adapters_only)
         self.saved_step = self.step
         return path
 
@@ -314,7 +332,7 @@ class Trainer:
             raise CheckpointError(f"checkpoint {ckpt.path}: step must be a non-negative integer, got {step!r}")
         if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
             raise CheckpointError(f"checkpoint {ckpt.path}: history must be a list of records")
-        ckpt.restore(self.model, self.optimizer)
+        ckpt.restore(self.model, self.optimizer, adapters=self.adapters_only)
         try:
             self.batch_rng.bit_generator.state = rng["batches"]
             set_rng_state(rng["gradflow"])
@@ -338,7 +356,8 @@ class Trainer:
         before the weights change."""
         c = self.config
         set_lr(self.optimizer, self.schedule(self.step))
-        x, y = get_batch(self.train_ids, c.batch_size, c.block_size, self.batch_rng)
+        x, y = self.training_batch()
+        self.tokens_seen += x.size
         self.optimizer.zero_grad()
         if self._parallel:  # the same gradient, each rank computing a shard of the batch
             loss, self._stop_agreed = self._parallel.forward_backward(x, y, stop=self._stop)
@@ -347,7 +366,7 @@ class Trainer:
                 _, loss = self.model(x, y)
                 loss.backward()
             loss = loss.item()
-        params = self.model.parameters()
+        params = [p for p in self.model.parameters() if p.requires_grad]  # a frozen weight has nothing to clip
         measure = (self.step + 1) % c.eval_interval == 0 or self.step + 1 == c.max_iters
         grads = self._block_sums(params, [p.grad for p in params]) if measure else None  # before clipping
         norm = clip_grad_norm(params, c.grad_clip) if c.grad_clip > 0 else grad_norm(params)
@@ -437,10 +456,9 @@ class Trainer:
             agree(self.comm, self._start)
         tune_malloc()  # training is where reusing freed memory pays (see gradflow/fast/memory.py)
         self.model.train()
-        tokens = c.batch_size * c.block_size
         bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress and self.rank == 0 else None
         previous = self._catch_interrupt()
-        started, first = time.perf_counter(), self.step
+        started, first = time.perf_counter(), self.tokens_seen
         try:
             if c.processes > 1:  # every rank checks that all start alike
                 self._parallel = Distributed(self.model, self.comm, facts=self._facts())
@@ -450,7 +468,7 @@ class Trainer:
                 loss = self.train_step()
                 self.log({"step": self.step, "loss": loss, "lr": self.schedule(self.step - 1)})
                 if bar is not None:
-                    rate = (self.step - first) * tokens / (time.perf_counter() - started)
+                    rate = (self.tokens_seen - first) / (time.perf_counter() - started)
                     bar.update(self.step, loss=loss, **{"tok/s": f"{rate:,.0f}"})
                 if self.step % c.eval_interval == 0 or self.step == c.max_iters:
                     self.evaluate(bar)
