@@ -66,7 +66,10 @@ def run_finetune(args):
     train, held_out, prompts = _data(args, task, tokenizer)
     source = f"task:{task.name}" if task else str(Path(args.data).resolve())
     manual_seed(config.seed)  # A's initial values, then dropout's masks
-    adapted = lora.apply(model, **settings)  # B = 0: the model still answers as the base model does
+    try:
+        adapted = lora.apply(model, **settings)  # B = 0: the model still answers as the base model does
+    except ValueError as e:  # a name that is no Linear of the model, or one tied to the embedding
+        raise ValueError(f"--targets: {str(e).removeprefix('lora.apply: ')}") from None
     report = ckpt.meta.get("report", {}) if args.resume else {}
     if not args.resume:
         report["before"] = _measure(model, tokenizer, task, prompts, "before")

@@ -1,0 +1,162 @@
+"""Benchmark: a LoRA fine-tuning step of SmolLM2-135M-Instruct, gradflow against PyTorch with peft.
+
+Both engines adapt q_proj and v_proj of every layer (r = 8, alpha = 16, no dropout), freeze the
+rest, and take AdamW steps on the same padded batches of the built-in `records` task (8
+conversations, the loss on the replies alone), in float32 on the CPU:
+
+    gradflow   gradflow.nn.lora on the model `gradflow finetune` loads (models/llama.py)
+    pytorch    transformers' LlamaForCausalLM with the same weights (written by Llama.to_hf),
+               adapted by peft's get_peft_model, torch.optim.AdamW
+
+Each engine runs in a process of its own, so that its peak memory (the process's maximum
+resident set, the model's 540 MB of float32 weights included) is its own; the processes of one
+round alternate engines and thread settings, and the figures are medians over rounds. Printed per
+setting: tokens/s (rows x padded length, as both engines compute them), gradflow / pytorch, and the peak memory of each.
+
+    python benchmarks/bench_finetune.py                 # 3 rounds of 6 timed steps
+    python benchmarks/bench_finetune.py --rounds 5 --steps 10
+
+Needs torch==2.13.0, transformers==5.23.0 and peft (pip install peft); the SmolLM2 file is fetched once.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+R, ALPHA, TARGETS, BATCH, LR = 8, 16, ("q_proj", "v_proj"), 8, 2e-3
+
+
+def make_batches(folder, steps):
+    """The batches both engines train on, and SmolLM2 written as a Hugging Face folder for PyTorch."""
+    from gradflow.models.hf import write_hf
+    from gradflow.models.llama import smollm2_instruct
+    from gradflow.text.chat_data import chat_example, pad
+    from gradflow.text.tasks import TASKS
+
+    model, tokenizer = smollm2_instruct()
+    write_hf(folder, *model.to_hf())
+    conversations = TASKS["records"].conversations("train", BATCH * (steps + 1))
+    examples = [chat_example(c["messages"], tokenizer) for c in conversations]
+    pad_id = tokenizer.token_id["<|endoftext|>"]
+    batches = [pad(examples[i : i + BATCH], pad_id) for i in range(0, len(examples), BATCH)]
+    np.savez(folder / "batches.npz", **{f"{k}{i}": a for i, b in enumerate(batches) for k, a in zip("xy", b)})
+
+
+def load_batches(folder):
+    with np.load(folder / "batches.npz") as f:
+        return [(f[f"x{i}"], f[f"y{i}"]) for i in range(len(f.files) // 2)]
+
+
+def run_gradflow(folder):
+    """One fine-tuning step, as a function of the batch (x, y) returning the loss."""
+    from gradflow.models.llama import smollm2_instruct
+    from gradflow.nn import lora
+    from gradflow.optim import AdamW
+
+    model, _ = smollm2_instruct()
+    lora.apply(model, TARGETS, r=R, alpha=ALPHA)
+    model.train()
+    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.0)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def run_pytorch(folder):
+    """The same step in PyTorch: transformers' model of the same weights, peft's adapters."""
+    import peft
+    import torch
+    import transformers
+
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    config = peft.LoraConfig(r=R, lora_alpha=ALPHA, target_modules=list(TARGETS), lora_dropout=0.0, bias="none")
+    model = peft.get_peft_model(model, config)
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.0)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        logits = model(torch.from_numpy(x)).logits
+        flat = logits.reshape(-1, logits.shape[-1])
+        loss = torch.nn.functional.cross_entropy(flat, torch.from_numpy(y).reshape(-1))
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def child(engine, folder, steps):
+    """One engine's timing, run in a process of its own: prints a JSON line."""
+    if os.environ.get("OMP_NUM_THREADS") == "1" and engine == "pytorch":
+        import torch
+
+        torch.set_num_threads(1)
+    batches = load_batches(folder)
+    step = {"gradflow": run_gradflow, "pytorch": run_pytorch}[engine](folder)
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    losses = [step(*batches[0])]  # the first step allocates what the others reuse
+    started = time.perf_counter()
+    for x, y in batches[1 : steps + 1]:
+        losses.append(step(x, y))
+    seconds = time.perf_counter() - started
+    tokens = sum(x.size for x, _ in batches[1 : steps + 1])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"tokens_per_s": tokens / seconds, "loaded_mb": loaded, "peak_mb": peak, "losses": losses}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        engine, folder, steps = args.child
+        return child(engine, Path(folder), int(steps))
+    folder = Path(tempfile.mkdtemp(prefix="bench_finetune_"))
+    make_batches(folder, args.steps)
+    one_thread = dict.fromkeys(["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"], "1")
+    settings = [("default threads", {}), ("1 thread", one_thread)]
+    results = {}
+    for round_ in range(args.rounds):
+        for name, env in settings:
+            engines = ("gradflow", "pytorch") if round_ % 2 == 0 else ("pytorch", "gradflow")
+            for engine in engines:
+                time.sleep(2)  # the previous process's threads go idle
+                command = [sys.executable, __file__, "--child", engine, str(folder), str(args.steps)]
+                done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                results.setdefault((name, engine), []).append(result)
+                rate, peak = result["tokens_per_s"], result["peak_mb"]
+                print(f"round {round_ + 1}, {name}, {engine}: {rate:.0f} tok/s, peak {peak:.0f} MB", flush=True)
+    said = f"batch {BATCH} conversations, r={R}, {'+'.join(TARGETS)}"
+    print(f"\nmedians over {args.rounds} rounds of {args.steps} steps ({said})")
+    print("| threads | gradflow tok/s | pytorch tok/s | gradflow / pytorch | gradflow peak MB | pytorch peak MB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, _ in settings:
+        g, t = results[(name, "gradflow")], results[(name, "pytorch")]
+        rate = [statistics.median(r["tokens_per_s"] for r in rs) for rs in (g, t)]
+        peak = [statistics.median(r["peak_mb"] for r in rs) for rs in (g, t)]
+        print(f"| {name} | {rate[0]:.0f} | {rate[1]:.0f} | {rate[0] / rate[1]:.2f} | {peak[0]:.0f} | {peak[1]:.0f} |")
+    first = results[(settings[0][0], "gradflow")][0]["losses"], results[(settings[0][0], "pytorch")][0]["losses"]
+    print(f"first losses, gradflow {first[0][:3]}, pytorch {first[1][:3]}")
+
+
+if __name__ == "__main__":
+    main()
