@@ -32,9 +32,10 @@ from gradflow.training.trainer import TrainConfig, check_config, check_fresh, fl
 # What fine-tuning adapters needs that training a model from scratch does not: a higher learning
 # rate (B starts at zero and has few numbers to move), no weight decay (it would pull the adapters
 # towards "no change"), longer windows (a conversation is one example), and fewer, shorter evaluations.
-DEFAULTS = dict(max_iters=120, batch_size=8, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
-                weight_decay=0.0, eval_interval=30, eval_iters=4, out_dir="out-finetune")  # fmt: skip
+DEFAULTS = dict(max_iters=60, batch_size=8, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
+                weight_decay=0.0, eval_interval=20, eval_iters=4, out_dir="out-finetune")  # fmt: skip
 SAMPLES = 3  # held-out prompts shown before and after
+MAX_REPLY = 48  # tokens; a right answer takes at most 28, so only a rambling reply is cut short
 
 
 def run_finetune(args):
@@ -172,7 +173,7 @@ def _measure(model, tokenizer, task, conversations, when):
     for i, conversation in enumerate(conversations):
         messages = conversation["messages"]
         last = max(j for j, m in enumerate(messages) if m["role"] == "assistant")
-        answer = reply(model, tokenizer, messages[:last], max_new_tokens=64, temperature=0.0)
+        answer = reply(model, tokenizer, messages[:last], max_new_tokens=MAX_REPLY, temperature=0.0)
         if task:
             grades.append(task.grade(answer, conversation))
             print(f"\r{i + 1}/{len(conversations)} answered", end="", file=sys.stderr, flush=True)
