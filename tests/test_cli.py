@@ -84,7 +84,7 @@ def test_bad_input_is_one_clear_line(argv, message, tmp_path, capsys):
 
 
 def test_every_command_has_help(capsys):
-    for command in ("train", "generate", "graph", "gradcheck", "export"):
+    for command in ("train", "finetune", "generate", "chat", "graph", "explore", "gradcheck", "export", "exercises"):
         with pytest.raises(SystemExit) as e:
             main([command, "--help"])
         assert e.value.code == 0
