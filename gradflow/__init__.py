@@ -8,8 +8,8 @@ x.grad
 
 The package is layered; each folder may import only the ones listed before it:
 engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast (tuned kernels)
--> nn -> optim -> text -> pretrained -> training, inference -> tools -> cli (the only one that
-imports gradflow.models). Start reading at engine/autograd.py.
+-> nn -> optim -> text -> pretrained -> training, inference -> tools -> exercises -> cli (the
+only one that imports gradflow.models). Start reading at engine/autograd.py.
 """
 
 from gradflow import fast, nn, optim
