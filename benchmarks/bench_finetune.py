@@ -79,6 +79,10 @@ def run_gradflow(folder):
 
 def run_pytorch(folder):
     """The same step in PyTorch: transformers' model of the same weights, peft's adapters."""
+    # this script's folder holds a kernels.py of gradflow's, which would hide the `kernels` package
+    # transformers imports
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     import peft
     import torch
     import transformers
