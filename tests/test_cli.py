@@ -103,3 +103,12 @@ def test_bpe_tokenizer_from_the_shell(tmp_path, capsys):
     run = str(tmp_path / "run")
     assert main(["generate", "--checkpoint", run, "--prompt", "the cat", "--max-new-tokens", "4"]) == 0
     assert capsys.readouterr().out.startswith("the cat")
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`gradflow ... | head`: once head has read enough, the rest of the output has nowhere to go."""
+    command = [sys.executable, "-m", "gradflow", "exercises", "list"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader leaves before the first line is written
+    err = process.stderr.read().decode()
+    assert process.wait() == 0 and err == ""

@@ -250,3 +250,20 @@ def test_generate_names_the_flag_that_uses_an_adapter_checkpoint(capsys, tmp_pat
     assert main(["generate", "--checkpoint", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "holds LoRA adapters, not a whole model: use them with --model smollm2 --adapter" in err
+
+
+def test_adapter_flags_that_cannot_work_are_one_line_before_the_model_loads(capsys, tmp_path):
+    assert main(["generate", "--adapter", str(tmp_path), "--prompt", "hi"]) == 2
+    assert capsys.readouterr().err == (
+        f"gradflow generate: --adapter {tmp_path} adapts a pretrained model: it needs --model smollm2\n"
+    )
+    save_checkpoint(tmp_path / "ckpt.npz", Llama(TINY), meta={"model": {"type": "llama"}})
+    assert main(["chat", "--adapter", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds no LoRA adapters for SmolLM2-135M-Instruct" in err
+    assert "loading" not in err  # refused before the 98 MB model is read
+
+
+def test_data_that_is_not_a_regular_file_is_refused(capsys, tmp_path):
+    code, _, err = run(capsys, "--data", str(tmp_path), "--out-dir", str(tmp_path / "run"))
+    assert code == 2 and err == f"gradflow finetune: --data {tmp_path} is not a regular file\n"

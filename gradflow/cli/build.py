@@ -5,8 +5,10 @@ of the library imports them.
 """
 
 import math
+import stat
 import sys
 from dataclasses import asdict, fields
+from pathlib import Path
 
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.llama import Llama, LlamaConfig, smollm2_instruct
@@ -137,3 +139,13 @@ def load_smollm2(adapter=None):
         load_adapter(model, ckpt)
         lora.merge(model)
     return model, tokenizer
+
+
+def data_file(path):
+    """--data as a Path: an existing regular file (a device or a pipe would never end)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"--data {path}: no such file")
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise ValueError(f"--data {path} is not a regular file")
+    return path

@@ -13,12 +13,11 @@ report.json.
 
 import json
 import math
-import stat
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from gradflow.cli.build import SMOLLM2, load_smollm2
+from gradflow.cli.build import SMOLLM2, data_file, load_smollm2
 from gradflow.engine.files import written_atomically
 from gradflow.engine.rng import manual_seed
 from gradflow.inference import reply
@@ -62,7 +61,7 @@ def run_finetune(args):
         raise ValueError(f"--train-examples must be a positive integer, got {args.train_examples}")
     task = get_task(args.task) if args.task else None
     if args.data:
-        _check_file(args.data)
+        data_file(args.data)
     model, tokenizer = load_smollm2()
     train, held_out, prompts = _data(args, task, tokenizer)
     source = f"task:{task.name}" if task else str(Path(args.data).resolve())
@@ -117,10 +116,15 @@ def _lora_settings(args):
         raise ValueError(f"--lora-alpha must be a positive number, got {alpha}")
     if not 0 <= dropout < 1:
         raise ValueError(f"--lora-dropout must be in [0, 1), got {dropout}")
-    targets = [t.strip() for t in _given(args.targets, "q_proj,v_proj").split(",")]
+    return {"targets": _targets(_given(args.targets, "q_proj,v_proj")), "r": r, "alpha": alpha, "dropout": dropout}
+
+
+def _targets(text):
+    """--targets "q_proj, v_proj" -> ["q_proj", "v_proj"]: the names, sorted, each once."""
+    targets = [t.strip() for t in text.split(",")]
     if not all(targets):
-        raise ValueError(f"--targets must be comma-separated Linear names like q_proj,v_proj, got {args.targets!r}")
-    return {"targets": sorted(set(targets)), "r": r, "alpha": alpha, "dropout": dropout}
+        raise ValueError(f"--targets must be comma-separated Linear names like q_proj,v_proj, got {text!r}")
+    return sorted(set(targets))
 
 
 def _given(value, default):
@@ -134,19 +138,11 @@ def _refuse_changes(args, settings, source):
         value = getattr(args, name)
         if value is not None and value != settings[key]:
             raise ValueError(f"{flag(name)} {value} conflicts with the checkpoint, whose adapters have {settings[key]}")
-    if args.targets is not None and sorted(set(args.targets.split(","))) != settings["targets"]:
+    if args.targets is not None and _targets(args.targets) != settings["targets"]:
         raise ValueError(f"--targets {args.targets} conflicts with the checkpoint's {','.join(settings['targets'])}")
     wanted = f"task:{args.task}" if args.task else str(Path(args.data).resolve()) if args.data else source
     if wanted != source:
         raise ValueError(f"--resume: this run was trained on {source}, not {wanted}")
-
-
-def _check_file(path):
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"--data {path}: no such file")
-    if not stat.S_ISREG(path.stat().st_mode):
-        raise ValueError(f"--data {path} is not a regular file")
 
 
 def _data(args, task, tokenizer):

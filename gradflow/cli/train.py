@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import os
 import signal
-import stat
 import subprocess
 import sys
 from dataclasses import fields
@@ -25,6 +24,7 @@ from gradflow.cli.build import (
     MODEL_DEFAULTS,
     build_model,
     check_model_flags,
+    data_file,
     model_from_meta,
     tokenizer_for,
 )
@@ -46,13 +46,8 @@ from gradflow.training.trainer import (
 
 
 def read_data(path):
-    """The text of --data: a regular UTF-8 file (a device or a pipe would never end)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"--data {path}: no such file")
-    if not stat.S_ISREG(path.stat().st_mode):
-        raise ValueError(f"--data {path} is not a regular file")
-    return load_text(path)
+    """The text of --data: a regular UTF-8 file."""
+    return load_text(data_file(path))
 
 
 def fingerprint(text):
