@@ -139,6 +139,7 @@ def report(title, medians, a, b):
 
 
 def main():
+    os.environ.setdefault("GRADFLOW_KERNELS", "fast")  # the tier gradflow train runs, here and in the children
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="git revision to compare the guards against (e.g. the commit before)")
     parser.add_argument("--current", help="git revision to compare with the baseline (default: this tree)")

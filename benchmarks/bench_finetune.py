@@ -125,6 +125,7 @@ def child(engine, folder, steps):
 
 
 def main():
+    os.environ.setdefault("GRADFLOW_KERNELS", "fast")  # the tier gradflow train runs, here and in the children
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6)

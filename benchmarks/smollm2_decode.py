@@ -28,6 +28,7 @@ if args.threads:  # must be set before numpy loads its BLAS
 import numpy as np  # noqa: E402
 
 import gradflow as gf  # noqa: E402
+from gradflow.engine.kernels import fast_unless_chosen  # noqa: E402
 from gradflow.models.llama import smollm2_instruct  # noqa: E402
 from gradflow.training.progress import Progress  # noqa: E402
 
@@ -88,4 +89,6 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with fast_unless_chosen():  # the tier gradflow train runs
+        status = main()
+    sys.exit(status)

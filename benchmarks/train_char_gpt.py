@@ -47,6 +47,7 @@ from threadpoolctl import threadpool_info  # noqa: E402
 from torch_gpt import torch_training_step  # noqa: E402  (beside this file)
 
 import gradflow as gf  # noqa: E402
+from gradflow.engine.kernels import fast_unless_chosen  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
@@ -294,4 +295,6 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with fast_unless_chosen():  # the tier gradflow train runs
+        status = main()
+    sys.exit(status)

@@ -2,6 +2,7 @@
 and gradient, on every row of the gradcheck table and on the shapes the models use; and the
 switch between the tiers (gradflow/engine/kernels.py)."""
 
+import inspect
 import subprocess
 import sys
 
@@ -125,13 +126,22 @@ def test_fast_attention_on_transposed_heads_hands_back_their_layout():
 
 
 @pytest.mark.parametrize(
-    "tq, tk, padded, p",
-    [(7, 7, False, 0.0), (5, 9, False, 0.0), (9, 5, False, 0.0), (7, 7, True, 0.0), (6, 8, True, 0.5)],
+    "tq, tk, padded, p, biased",
+    [
+        (7, 7, False, 0.0, False),
+        (5, 9, False, 0.0, False),
+        (9, 5, False, 0.0, False),
+        (7, 7, True, 0.0, False),
+        (6, 8, True, 0.5, False),
+        (7, 9, True, 0.0, True),
+        (6, 6, False, 0.5, True),
+    ],
 )
-def test_fast_attention_in_query_blocks_equals_plain(monkeypatch, tq, tk, padded, p):
+def test_fast_attention_in_query_blocks_equals_plain(monkeypatch, tq, tk, padded, p, biased):
     """Blocks of 2 queries, each with only the keys its causal mask lets it see, give the plain
     op's numbers: with more keys than queries (a KV cache), with more queries than keys (the first
-    queries see nothing), with a padding mask and with dropout."""
+    queries see nothing), with a padding mask, with dropout, and with an additive bias that learns
+    (its gradient gathered from every block)."""
     monkeypatch.setattr(fast_attention, "QUERY_BLOCK", 2)
     assert len(fast_attention.query_blocks(tq, tk, True)) == -(-tq // 2)
     rng = np.random.default_rng(3)
@@ -143,11 +153,22 @@ def test_fast_attention_in_query_blocks_equals_plain(monkeypatch, tq, tk, padded
     mask = (np.arange(tk) < np.array([tk, tk - 2])[:, None])[:, None, None, :] if padded else None
     drop = (rng.random((2, 3, tq, tk)) >= p) / (1 - p) if p else None
 
-    def fn(q, k, v):
+    if biased:
+        arrays.append(rng.standard_normal((3, tq, tk)))  # one bias per head, shared by the batch
+
+    def fn(*inputs):
         op = kernels.kernel(ops.ScaledDotProductAttention)
-        return op.apply(q, k, v, allowed=mask, causal=True, drop=drop)
+        return op.apply(*inputs, allowed=mask, causal=True, drop=drop)
 
     _assert_same(fn, arrays, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("plain", fast.REPLACES, ids=lambda op: op.name)
+def test_a_fast_kernel_takes_its_plain_ops_arguments(plain):
+    """Same arguments, same names and defaults: a call written for one tier runs in the other."""
+    replacement = fast.REPLACES[plain]
+    assert inspect.signature(replacement.forward) == inspect.signature(plain.forward)
+    assert replacement.name == plain.name
 
 
 def test_fast_attention_in_query_blocks_passes_gradcheck(monkeypatch):
@@ -222,12 +243,28 @@ def test_the_environment_chooses_the_tier_at_the_first_op_and_importing_changes_
     )
     assert _python(code, GRADFLOW_KERNELS="plain") == (0, "plain gradflow.engine.ops.elementwise\n")
     assert _python(code, GRADFLOW_KERNELS="fast") == (0, "fast gradflow.fast.gelu\n")
-    assert _python(code, GRADFLOW_KERNELS="") == (0, "fast gradflow.fast.gelu\n")  # unset or empty: fast
+    assert _python(code, GRADFLOW_KERNELS="") == (0, "plain gradflow.engine.ops.elementwise\n")  # unset: plain
     status, output = _python(code, GRADFLOW_KERNELS="quick")
     assert status == 1
     assert output.strip().splitlines()[-1] == (
         'ValueError: GRADFLOW_KERNELS: kernels must be "plain" or "fast", got \'quick\''
     )
+
+
+def test_what_trains_runs_fast_unless_a_tier_was_chosen():
+    code = (
+        "import gradflow as gf; from gradflow.engine.kernels import fast_unless_chosen\n"
+        "x = gf.randn(2, requires_grad=True)\n"
+        "with fast_unless_chosen():\n"
+        "    inside = gf.kernels_in_use(), type(x.gelu().grad_fn).__module__\n"
+        "print(gf.kernels_in_use(), *inside)\n"
+        "gf.use_kernels('plain')\n"
+        "with fast_unless_chosen():\n"
+        "    print(gf.kernels_in_use())\n"
+    )
+    library, chosen = "plain fast gradflow.fast.gelu\n", "plain\n"  # a learner's script, then a chosen tier
+    assert _python(code, GRADFLOW_KERNELS="") == (0, library + chosen)
+    assert _python(code, GRADFLOW_KERNELS="plain") == (0, "plain plain gradflow.engine.ops.elementwise\n" + chosen)
 
 
 # --- malloc, tuned on request only ---------------------------------------------------------------

@@ -372,9 +372,10 @@ def test_attn_mask_boolean_or_additive():
 def test_a_learned_attention_bias_gets_its_gradient():
     q, k, v, m = leaf(Q), leaf(K), leaf(V), leaf(RNG.standard_normal((3, 5)))
     assert gf.gradcheck(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, m)
-    with gf.use_kernels("fast"):  # the fast kernel takes no additive mask: the plain op runs
+    with gf.use_kernels("fast"):  # the fast kernel takes the same additive mask
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-    assert type(out.grad_fn) is gf.engine.ops.ScaledDotProductAttention
+        assert gf.gradcheck(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, m)
+    assert type(out.grad_fn) is gf.fast.attention.ScaledDotProductAttention
 
 
 def test_is_causal_counts_from_the_first_key_and_causal_from_the_last():

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from gradflow.cli import exercises, explore, export, finetune, generate, gradcheck, graph, train
+from gradflow.engine.kernels import fast_unless_chosen
 from gradflow.training.data_parallel import WorkerError
 from gradflow.version import __version__
 
@@ -47,7 +48,9 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        with np.errstate(all="ignore"):  # an overflow is reported by gradflow's own checks, in its words
+        # an overflow is reported by gradflow's own checks, in its words; the commands train and
+        # generate with the fast kernels unless GRADFLOW_KERNELS chose (explore and exercises choose plain)
+        with np.errstate(all="ignore"), fast_unless_chosen():
             return args.run(args)
     except BrokenPipeError:  # the reader went away (`gradflow generate ... | head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit goes nowhere

@@ -40,16 +40,19 @@ def keys_first(shape, *like):
     return np.empty(shape[-1:] + shape[:-1], np.result_type(*like)).transpose(*range(1, n), 0)
 
 
-def mask_bias(allowed, tq, tk, dtype):
-    """0 where a query may attend to a key, -inf elsewhere, of shape (..., tq, tk) stored keys-first
-    like the scores (adding it then walks both in the same order); None when nothing is masked.
-    Adding it to the scores gives exactly the masked scores: x + 0 = x and x - inf = -inf."""
-    if allowed is None:
+def score_bias(allowed, bias, tq, tk, dtype):
+    """What is added to the scores, of shape (..., tq, tk) stored keys-first like them (adding it then
+    walks both in the same order): the additive `bias` (PyTorch's float attn_mask), and -inf where
+    `allowed` forbids a key; None when there is neither. Adding it gives exactly the plain op's
+    scores: x + b where allowed, and x - inf = -inf where not."""
+    if allowed is None and bias is None:
         return None
-    bias = np.where(allowed, 0, -np.inf).astype(dtype)
-    bias = np.broadcast_to(bias, np.broadcast_shapes(bias.shape, (tq, tk)))
-    stored = keys_first(bias.shape, bias)
-    stored[...] = bias
+    added = np.zeros((), dtype) if bias is None else bias.astype(dtype, copy=False)
+    if allowed is not None:
+        added = np.where(allowed, added, -np.inf).astype(dtype, copy=False)
+    added = np.broadcast_to(added, np.broadcast_shapes(added.shape, (tq, tk)))
+    stored = keys_first(added.shape, added)
+    stored[...] = added
     return stored
 
 
@@ -104,19 +107,19 @@ def add_product(a, b, into):
 
 
 class ScaledDotProductAttention(Function):
-    """out = softmax(q k^T * scale, masked) * drop @ v, as ops.ScaledDotProductAttention, with the
-    same backward; the scores keys-first, and in blocks of queries under a causal mask."""
+    """out = softmax(q k^T * scale + bias, masked) * drop @ v, as ops.ScaledDotProductAttention, with
+    the same arguments and backward; the scores keys-first, and in blocks of queries under a causal mask."""
 
     name = "attention"
 
     @staticmethod
-    def forward(ctx, q, k, v, allowed=None, causal=False, scale=None, drop=None):
+    def forward(ctx, q, k, v, bias=None, allowed=None, causal=False, scale=None, drop=None):
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
         tq, (tk, dv) = q.shape[-2], v.shape[-2:]
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         # q, k and v viewed over one batch shape, so that every product and slice below lines up
         q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-        bias = mask_bias(allowed_keys(allowed, causal, tq, tk), tq, tk, np.result_type(q, k))
+        bias = score_bias(allowed_keys(allowed, causal, tq, tk), bias, tq, tk, np.result_type(q, k))
         blocks = query_blocks(tq, tk, causal)
         attn = [keys_first(batch + (rows.stop - rows.start, keys.stop), q, k) for rows, keys in blocks]
         dropped = attn if drop is None else [np.empty_like(a) for a in attn]
@@ -132,6 +135,7 @@ class ScaledDotProductAttention(Function):
             np.matmul(a_dropped, v[..., keys, :], out=out[..., rows, :])
         ctx.save_for_backward(q, k, v, attn, dropped)
         ctx.scale, ctx.drop, ctx.blocks = scale, drop, blocks
+        ctx.biased = len(ctx.needs_input_grad) == 4  # called with the bias input
         return out
 
     @staticmethod
@@ -139,6 +143,7 @@ class ScaledDotProductAttention(Function):
         q, k, v, attn, dropped = ctx.saved_tensors
         dq, dk, dv = (like(a, a.shape, grad.dtype) for a in (q, k, v))
         dscores = [keys_first(a.shape, a) for a in attn]
+        dbias = np.zeros(q.shape[:-1] + k.shape[-2:-1], grad.dtype) if ctx.biased else None  # (..., Tq, Tk)
         # the last block of queries sees every key: it writes dk and dv, earlier blocks add theirs
         for i in reversed(range(len(attn))):
             (rows, keys), last = ctx.blocks[i], i == len(attn) - 1
@@ -157,10 +162,12 @@ class ScaledDotProductAttention(Function):
                 ds *= ctx.drop[..., rows, keys]
             ds -= np.einsum("...i,...i->...", ds, a)[..., None]  # dA - rowsum(dA * A)
             ds *= a
+            if dbias is not None:  # S = q k^T * scale + bias: dbias = dS, before the scale's factor
+                dbias[..., rows, keys] = ds
             ds *= ctx.scale  # the scale's own factor, for both dq and dk
             np.matmul(ds, k_, out=dq[..., rows, :])
             if last:
                 np.matmul(np.swapaxes(ds, -1, -2), q_, out=dk)
             else:
                 add_product(np.swapaxes(ds, -1, -2), q_, into=dk[..., keys, :])
-        return dq, dk, dv
+        return (dq, dk, dv) if dbias is None else (dq, dk, dv, dbias)

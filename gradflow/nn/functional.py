@@ -379,10 +379,8 @@ def scaled_dot_product_attention(
     drop = None
     if dropout_p > 0:
         drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
-    params = dict(allowed=allowed, causal=causal, scale=scale, drop=drop)
-    if bias is None:
-        return kernel(ops.ScaledDotProductAttention).apply(q, k, v, **params)
-    return ops.ScaledDotProductAttention.apply(q, k, v, bias, **params)  # the fast kernel has no additive mask
+    inputs = (q, k, v) if bias is None else (q, k, v, bias)  # a float mask is a fourth input: it may learn
+    return kernel(ops.ScaledDotProductAttention).apply(*inputs, allowed=allowed, causal=causal, scale=scale, drop=drop)
 
 
 def attention_weights(q, k, mask=None, causal=False, scale=None):
