@@ -20,7 +20,8 @@ class Identity(Module):
 
 
 class ReLU(Module):
-    """y = max(x, 0)"""
+    """y = max(x, 0). inplace is accepted for PyTorch's sake and changes nothing: the result is the
+    same, and x is left as it was because backward may need it (see F.relu)."""
 
     def __init__(self, inplace=False):
         super().__init__()
@@ -46,7 +47,7 @@ class GELU(Module):
 
 
 class SiLU(Module):
-    """y = x sigmoid(x)"""
+    """y = x sigmoid(x). inplace is accepted for PyTorch's sake and changes nothing (see ReLU)."""
 
     def __init__(self, inplace=False):
         super().__init__()
