@@ -3,6 +3,7 @@ that it renders to files without a system Graphviz, as on a fresh machine."""
 
 import math
 import re
+import shutil
 import stat
 import sys
 import xml.etree.ElementTree as ET
@@ -199,6 +200,16 @@ def test_the_legend_names_each_fill_colour():
     assert "legend" not in gf.draw_graph(micrograd(), legend=False).source
 
 
+def test_the_legend_is_one_column_whichever_way_the_graph_runs():
+    """Top to bottom, invisible arrows stack the samples (a row would double a tall drawing's width);
+    left to right, the samples share a rank, and a rank already runs down the page."""
+    top_down = gf.draw_graph(micrograd(), rankdir="TB").source
+    order = ["leaf", "constant", "value", "result", "op"]
+    for above, below in zip(order, order[1:]):
+        assert f"legend_{above} -> legend_{below} [style=invis]" in top_down
+    assert "legend_leaf -> " not in gf.draw_graph(micrograd(), rankdir="LR").source
+
+
 # --- module boxes ----------------------------------------------------------------------------------
 
 
@@ -339,6 +350,27 @@ def test_cli_toy_walkthrough(no_system_dot, tmp_path, capsys):
     text = " ".join(el.text or "" for el in ET.parse(path).getroot().iter())
     for name in ("W_1", "relu_h", "logits", "loss", "layer_norm", "log_softmax"):
         assert name in text
+
+
+def png_size(path):
+    """(width, height) in pixels, from the PNG's header chunk."""
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+@pytest.mark.parametrize("layout", ["dot", "graphviz-pure"])
+def test_cli_pngs_fit_a_laptops_screen(layout, tmp_path, monkeypatch):
+    """The toy's drawing is scaled down to 1600 pixels on its long side; the GPT's, smaller, keeps 96 dpi
+    and its legend stands beside it as a narrow column."""
+    if layout == "graphviz-pure":
+        monkeypatch.setenv("PATH", str(tmp_path))
+    elif shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    toy, gpt = tmp_path / "toy.png", tmp_path / "gpt.png"
+    assert main(["graph", "--toy", "-o", str(toy)]) == 0 and main(["graph", "--model", "gpt", "-o", str(gpt)]) == 0
+    assert max(png_size(toy)) == 1600
+    width, height = png_size(gpt)
+    assert height < 1600 and width < 0.7 * height
 
 
 def test_cli_gpt_training_step(tmp_path):

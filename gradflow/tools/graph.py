@@ -33,6 +33,9 @@ from gradflow.nn.module import Module, Parameter
 RANKDIRS = ("LR", "TB")
 MODULE_MODES = (None, "cluster", "collapse")
 RENDER_FORMATS = ("svg", "png", "jpeg")  # what both `dot` and graphviz-pure write
+# A png or jpeg is drawn at Graphviz's 96 dots per inch, and a drawing longer than 1600 pixels on a
+# side is scaled down to fit (Graphviz's size attribute), so a laptop's screen shows it whole.
+PIXELS_PER_INCH, LONGEST_SIDE = 96, 1600
 FILE_FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png"}  # None: the DOT text itself
 FALLBACK_PROGRAM = "graphviz-pure"  # the dot command line of the `graphviz-pure` package
 
@@ -107,7 +110,11 @@ def render(dot_source, fmt="svg"):
     if fmt not in RENDER_FORMATS:
         raise ValueError(f"render: cannot draw the format {fmt!r}; formats: {', '.join(RENDER_FORMATS)}")
     program = layout_program()
-    done = subprocess.run([program, f"-T{fmt}"], input=dot_source.encode("utf-8"), capture_output=True)
+    command = [program, f"-T{fmt}"]
+    if fmt != "svg":
+        inches = LONGEST_SIDE / PIXELS_PER_INCH
+        command += [f"-Gdpi={PIXELS_PER_INCH}", f"-Gsize={inches:.3f},{inches:.3f}"]
+    done = subprocess.run(command, input=dot_source.encode("utf-8"), capture_output=True)
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip()
         raise RuntimeError(f"render: {Path(program).name} could not draw the graph as {fmt}: {message}")
@@ -327,18 +334,26 @@ def draw_graph(
     graph = drawing.digraph(rankdir)
     if legend:
         shown = ["leaf", "constant", "value", "result", "op"] + ["module"] * (modules == "collapse")
-        _add_legend(graph, shown)
+        _add_legend(graph, shown, rankdir)
     return graph
 
 
-def _add_legend(graph, kinds):
-    """A box of one sample node per kind drawn, each filled with its colour and saying what it is."""
+def _add_legend(graph, kinds, rankdir):
+    """A box of one sample node per kind drawn, each filled with its colour and saying what it is.
+
+    The samples stand in one column, so the legend adds a narrow strip beside the drawing. Nodes of
+    one rank line up across the flow: down the page when it runs left to right, but along it (one
+    wide row) when it runs top to bottom, where invisible arrows put each sample one rank lower.
+    """
     with graph.subgraph(name="cluster_legend") as box:
         box.attr(label="legend", style="rounded", color="#d1d5db", fontsize="10")
         for kind in kinds:
             fill, text = KINDS[kind]
             shape = {"op": "ellipse", "module": "box3d"}.get(kind, "box")
             box.node(f"legend_{kind}", label=text, shape=shape, fillcolor=fill, fontsize="9", height="0.2")
+        if rankdir == "TB":
+            for above, below in zip(kinds, kinds[1:]):
+                box.edge(f"legend_{above}", f"legend_{below}", style="invis")
 
 
 class _Drawing:
