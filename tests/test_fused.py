@@ -1,121 +1,120 @@
-"""Each fused op equals the same computation composed from primitive ops, in value and in gradient."""
-
-import math
+"""Each fused op equals its reference, the same computation composed from primitive ops
+(gradflow/engine/ops/composed.py), in value and in gradient: the hand-derived backward is right."""
 
 import numpy as np
 import pytest
 
 import gradflow as gf
+from gradflow.engine.ops import composed
 from gradflow.nn import functional as F
 
-
-def _softmax(x, axis=-1):
-    e = (x - x.data.max(axis=axis, keepdims=True)).exp()
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _log_softmax(x, axis=-1):
-    m = x.data.max(axis=axis, keepdims=True)
-    return x - ((x - m).exp().sum(axis=axis, keepdims=True).log() + m)
-
-
-def _cross_entropy(z, t):
-    picked = _log_softmax(z)[np.arange(len(t)), t]
-    return -picked.mean()
-
-
-def _layer_norm(x, w, b, eps=1e-5, axis=-1):
-    xc = x - x.mean(axis=axis, keepdims=True)
-    var = (xc * xc).mean(axis=axis, keepdims=True)
-    return xc * (var + eps).rsqrt() * w + b
-
-
-def _rms_norm(x, w, eps=1e-6):
-    return x * ((x * x).mean(axis=-1, keepdims=True) + eps).rsqrt() * w
-
-
-def _gelu(x):
-    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)).tanh())
-
-
-def _attention(q, k, v, allowed):
-    scores = (q @ k.swapaxes(-1, -2)) / math.sqrt(q.shape[-1])
-    return _softmax(scores.masked_fill(~allowed, -np.inf)) @ v
-
-
-def _rope(x, cos, sin, interleaved):
-    """The rotation written with slices: a' = a cos - b sin, b' = a sin + b cos, pairs put back in place."""
-    half = x.shape[-1] // 2
-    a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :half], x[..., half:])
-    a_rot, b_rot = a * cos - b * sin, a * sin + b * cos
-    if interleaved:
-        return gf.stack([a_rot, b_rot], axis=-1).reshape(x.shape)
-    return gf.cat([a_rot, b_rot], axis=-1)
-
-
+TARGETS = np.array([1, 0, 3, 3])
+IDS = np.array([[0, 3, 3], [4, 1, 0]])  # repeated ids: their rows' gradients add up
 ROPE_TABLE = (np.cos(np.arange(5)[:, None] * 0.5 ** np.arange(4)), np.sin(np.arange(5)[:, None] * 0.5 ** np.arange(4)))
 
-
-def _logsumexp(x):
-    m = x.data.max(axis=-1, keepdims=True)
-    return ((x - m).exp().sum(axis=-1, keepdims=True).log() + m).squeeze(-1)
-
-
-TARGETS = np.array([1, 0, 3, 3])
-CAUSAL = np.tril(np.ones((5, 5), dtype=bool))
-
-PAIRS = {
-    "softmax": (lambda x: F.softmax(x), _softmax, [(4, 6)]),
-    "softmax axis 0": (lambda x: F.softmax(x, axis=0), lambda x: _softmax(x, axis=0), [(4, 6)]),
-    "log_softmax": (lambda x: F.log_softmax(x), _log_softmax, [(4, 6)]),
-    "logsumexp": (lambda x: x.logsumexp(axis=-1), _logsumexp, [(4, 6)]),
-    "cross_entropy": (lambda z: F.cross_entropy(z, TARGETS), lambda z: _cross_entropy(z, TARGETS), [(4, 5)]),
-    "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), _layer_norm, [(2, 3, 8), (8,), (8,)]),
-    "layer_norm over two axes": (
-        lambda x, w, b: F.layer_norm(x, (3, 8), w, b),
-        lambda x, w, b: _layer_norm(x, w, b, axis=(-2, -1)),
-        [(2, 3, 8), (3, 8), (3, 8)],
-    ),
-    "rms_norm": (lambda x, w: F.rms_norm(x, w.shape, w), _rms_norm, [(2, 3, 8), (8,)]),
-    "gelu": (lambda x: F.gelu(x, approximate="tanh"), _gelu, [(3, 7)]),
-    "silu": (F.silu, lambda x: x * x.sigmoid(), [(3, 7)]),
-    "var": (lambda x: x.var(axis=1), lambda x: ((x - x.mean(axis=1, keepdims=True)) ** 2).mean(axis=1), [(3, 7)]),
-    "linear": (lambda x, w, b: F.linear(x, w, b), lambda x, w, b: x @ w.T + b, [(2, 3, 4), (5, 4), (5,)]),
-    "rope halves": (lambda x: F.rope(x, *ROPE_TABLE), lambda x: _rope(x, *ROPE_TABLE, False), [(2, 3, 5, 8)]),
-    "rope interleaved": (
-        lambda x: F.rope(x, *ROPE_TABLE, interleaved=True),
-        lambda x: _rope(x, *ROPE_TABLE, True),
-        [(2, 3, 5, 8)],
-    ),
+FUSED = {  # each computation ends in one fused op: (the computation, its inputs' shapes)
+    "softmax": (lambda x: F.softmax(x), [(4, 6)]),
+    "softmax axis 0": (lambda x: F.softmax(x, axis=0), [(4, 6)]),
+    "log_softmax": (lambda x: F.log_softmax(x), [(4, 6)]),
+    "logsumexp": (lambda x: x.logsumexp(axis=-1), [(4, 6)]),
+    "logsumexp over two axes, kept": (lambda x: x.logsumexp(axis=(0, 2), keepdims=True), [(3, 4, 5)]),
+    "cross_entropy": (lambda z: F.cross_entropy(z, TARGETS), [(4, 5)]),
+    "cross_entropy ignoring a row": (lambda z: F.cross_entropy(z, np.array([1, 0, 3, -100])), [(4, 5)]),
+    "cross_entropy sum": (lambda z: F.cross_entropy(z, TARGETS, reduction="sum"), [(4, 5)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), [(2, 3, 8), (8,), (8,)]),
+    "layer_norm without weights": (lambda x: F.layer_norm(x, (8,)), [(2, 3, 8)]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, w.shape, w), [(2, 3, 8), (8,)]),
+    "gelu": (lambda x: F.gelu(x, approximate="tanh"), [(3, 7)]),
+    "silu": (F.silu, [(3, 7)]),
+    "var": (lambda x: x.var(axis=1), [(3, 7)]),
+    "var unbiased": (lambda x: x.var(dim=1), [(3, 7)]),
+    "linear": (lambda x, w, b: F.linear(x, w, b), [(2, 3, 4), (5, 4), (5,)]),
+    "embedding": (lambda w: F.embedding(IDS, w), [(5, 4)]),
+    "rope halves": (lambda x: F.rope(x, *ROPE_TABLE), [(2, 3, 5, 8)]),
+    "rope interleaved": (lambda x: F.rope(x, *ROPE_TABLE, interleaved=True), [(2, 3, 5, 8)]),
     "attention causal": (
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
-        lambda q, k, v: _attention(q, k, v, CAUSAL),
         [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6)],
     ),
     "attention float attn_mask": (
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-        lambda q, k, v, m: _softmax(q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1]) + m) @ v,
         [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 6), (5, 5)],
+    ),
+    "attention with a bias, one batch axis": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        [(2, 5, 4), (2, 5, 4), (2, 5, 6), (5, 5)],
+    ),
+    "attention, fewer queries than keys": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True),
+        [(2, 2, 4), (2, 5, 4), (2, 5, 6)],
     ),
 }
 
 
-@pytest.mark.parametrize("name", PAIRS)
-def test_fused_equals_composed(name):
-    fused, composed, shapes = PAIRS[name]
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(s) * 3 for s in shapes]
-    results = []
-    for fn in (fused, composed):
-        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
-        y = fn(*xs)
-        u = np.random.default_rng(1).standard_normal(y.shape)
-        y.backward(u)
-        results.append((y.data, [x.grad for x in xs]))
-    (y1, g1), (y2, g2) = results
+def values_and_grads(fn, arrays):
+    """fn's value, the gradients of its inputs from one upstream gradient, and the last op it ran."""
+    xs = [gf.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(*xs)
+    y.backward(np.random.default_rng(1).standard_normal(y.shape))
+    return y.data, [x.grad for x in xs], y.grad_fn
+
+
+def as_its_reference(node):
+    """The reference of a fused op's node, called as the explorer calls it: on the op's inputs (an
+    optional one not given is None) with the op's constants."""
+    reference = composed.REFERENCES[node.name]
+    return lambda *xs: reference(*xs, *[None] * (len(node.inputs) - len(xs)), **node.params)
+
+
+def assert_same(fused, reference):
+    (y1, g1, _), (y2, g2, _) = fused, reference
     np.testing.assert_allclose(y1, y2, rtol=1e-10, atol=1e-12)
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def inputs(shapes):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s) * 3 for s in shapes]
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_equals_composed(name):
+    fn, shapes = FUSED[name]
+    arrays = inputs(shapes)
+    fused = values_and_grads(fn, arrays)
+    node = fused[2]
+    assert node.name in composed.REFERENCES, node.name
+    assert_same(fused, values_and_grads(as_its_reference(node), arrays))
+
+
+def test_every_reference_is_proved_equal_to_its_fused_op():
+    proved = {values_and_grads(fn, inputs(shapes))[2].name for fn, shapes in FUSED.values()}
+    assert proved == set(composed.REFERENCES)
+
+
+def test_layer_norm_over_two_axes_is_the_reference_over_both_flattened():
+    arrays = inputs([(2, 3, 8), (3, 8), (3, 8)])
+    assert_same(
+        values_and_grads(lambda x, w, b: F.layer_norm(x, (3, 8), w, b), arrays),
+        values_and_grads(
+            lambda x, w, b: composed.layer_norm(x.reshape(2, 24), w.reshape(24), b.reshape(24)).reshape(2, 3, 8),
+            arrays,
+        ),
+    )
+
+
+def test_each_step_of_a_reference_is_shown_to_its_watcher():
+    seen = []
+
+    def watch(name, x):
+        seen.append((name, x.shape))
+        return x
+
+    q, k, v = gf.randn(2, 3, 4), gf.randn(2, 5, 4), gf.randn(2, 5, 6)
+    out = composed.attention(q, k, v, causal=True, step=watch)
+    assert seen == [("q k^T", (2, 3, 5)), ("scores", (2, 3, 5)), ("masked", (2, 3, 5)), ("weights", (2, 3, 5))]
+    np.testing.assert_array_equal(out.data, composed.attention(q, k, v, causal=True).data)
 
 
 def test_fused_ops_are_one_node():

@@ -12,9 +12,10 @@ boxes that open on click); clicking a tensor shows its values and gradient, an o
 data-flow order, then backward in reverse, one op per key press (the arrow keys), lighting the op
 and the arrows its gradient travels along; a tensor read by several ops shows each share of its
 gradient arriving and the running sum. A fused op (attention, layer_norm, cross_entropy, gelu,
-...) opens into the primitive ops it fuses (tools/explore_fused.py), run on the same inputs
-from the same output gradient, so the numbers are the engine's. With `tokens`, a grid of every
-layer's and head's attention weights; with `training`, a slider over a run's steps.
+...) opens into the primitive ops it fuses, its reference in engine/ops/composed.py with each step
+named, run on the same inputs from the same output gradient, so the numbers are the engine's. With
+`tokens`, a grid of every layer's and head's attention weights; with `training`, a slider over a
+run's steps.
 
 Everything is computed here, in Python, when the page is built; the page only shows it.
 explore_view.py turns the graph into the page's views, explore_page.py lays them out and writes

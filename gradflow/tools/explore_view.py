@@ -17,9 +17,9 @@ import numpy as np
 
 from gradflow.engine.autograd import _as_grad_tuple, _input_grad, retain_grads
 from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
+from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
 from gradflow.tools.explore_data import stats, summary
-from gradflow.tools.explore_fused import COMPOSED, composed
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, tensor_label, walk
 
 PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
@@ -77,7 +77,7 @@ class Exploration:
         self.graphs.append(g)
         g.shares = self.shares(ops, output)
         g.arrivals = self.arrivals(g)
-        fused = [op for op in ops if op.name in COMPOSED]
+        fused = [op for op in ops if op.name in REFERENCES]
         kinds = {}
         for op in fused:
             kinds.setdefault(op.name, op)
@@ -222,7 +222,7 @@ class Exploration:
             "output": self.node_id(g.output[op], "t"),
             "shares": [brief(g.shares.get((op, i))) for i in range(len(op.inputs))],
             "label": op_label(op),
-            "fused": op.name in COMPOSED,
+            "fused": op.name in REFERENCES,
             "view": None,
         }
         if op in g.decompose:
@@ -230,7 +230,8 @@ class Exploration:
         return info
 
     def decomposition(self, g, op, parent):
-        """Open a fused op into primitive ops, on copies of its inputs, from its output's gradient.
+        """Open a fused op into primitive ops: its reference (engine/ops/composed.py), each step's
+        tensor named by the reference, on copies of its inputs, from its output's gradient.
 
         Returns the view's index and the largest differences from the fused op's numbers."""
         names = _input_names(op)
@@ -242,7 +243,7 @@ class Exploration:
                 leaf.name = names[i]
             leaves.append(leaf)
         with np.errstate(all="ignore"):
-            out = composed(op.name, leaves, op.params)
+            out = REFERENCES[op.name](*leaves, **op.params, step=_named)
             out.name = "out"
             fused_out, grad = g.output[op], g.output[op].grad
             if grad is not None and out.requires_grad:
@@ -288,6 +289,12 @@ class Exploration:
         for op in self.graphs[0].ops:
             if not op._freed:
                 op._release()
+
+
+def _named(name, t):
+    """A reference's step: its tensor takes the step's name, which the view shows."""
+    t.name = name
+    return t
 
 
 def _largest_difference(a, b):

@@ -2,6 +2,7 @@
 
 These are the plain tier: written formula for formula, with the backward derived in each docstring.
 gradflow/fast holds tuned kernels that replace a few of them (gradflow/engine/kernels.py chooses).
+composed.py writes each fused op again with primitive ops, and tests/test_fused.py proves them equal.
 """
 
 from gradflow.engine.ops.attention import ScaledDotProductAttention

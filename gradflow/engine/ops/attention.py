@@ -59,6 +59,8 @@ class ScaledDotProductAttention(Function):
       dq = dS k * scale,   dk = dS^T q * scale,    S = q k^T * scale + bias
       dbias = dS
     A masked score has weight 0, so its dS is 0: no gradient reaches a key the query cannot see.
+
+    Written with primitive ops: composed.attention.
     """
 
     name = "attention"

@@ -230,6 +230,8 @@ class Gelu(Function):
     By the product rule dy/dx = h + x dh/dx, and since tanh' = 1 - tanh^2:
       dh/dx = (1 - tanh(u)^2) / 2 * du/dx,   du/dx = c (1 + 3 a x^2)
     so  dL/dx = g * (h + x (1 - tanh(u)^2) / 2 * c (1 + 3 a x^2)).
+
+    Written with primitive ops: composed.gelu.
     """
 
     @staticmethod
@@ -280,7 +282,10 @@ class GeluErf(Function):
 
 
 class Silu(Function):
-    """SiLU (Swish with beta = 1):  y = x sigmoid(x);  dy/dx = s (1 + x (1 - s)),  s = sigmoid(x)"""
+    """SiLU (Swish with beta = 1):  y = x sigmoid(x);  dy/dx = s (1 + x (1 - s)),  s = sigmoid(x)
+
+    Written with primitive ops: composed.silu.
+    """
 
     @staticmethod
     def forward(ctx, x):

@@ -40,6 +40,8 @@ class Embedding(Function):
     Row W_i reaches every place n where ids[n] = i, so  dL/dW_i = sum of g_n over those places:
     a token used twice gets both gradients (np.add.at adds at repeated ids, where dW[ids] = g
     would keep the last one), and a token not used gets zeros.
+
+    Written with primitive ops: composed.embedding.
     """
 
     @staticmethod

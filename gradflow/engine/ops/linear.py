@@ -14,6 +14,8 @@ class Linear(Function):
     for the whole batch. The same numbers as x @ W.T + b, in one op instead of three (transpose,
     matmul, add): where a matrix is small, as in decoding one token at a time, the engine's
     bookkeeping per op costs as much as the product itself.
+
+    Written with primitive ops: composed.linear.
     """
 
     @staticmethod

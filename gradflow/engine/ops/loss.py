@@ -12,6 +12,8 @@ class CrossEntropy(Function):
     d loss_n / d z_nc = softmax(z_n)_c - [c = t_n]: the predicted probabilities minus the one-hot
     target. Rows whose target is `ignore_index` contribute neither loss nor gradient; "mean"
     divides by the number of rows that count (NaN if none does, as PyTorch).
+
+    Written with primitive ops: composed.cross_entropy.
     """
 
     @staticmethod

@@ -21,6 +21,8 @@ class LayerNorm(Function):
     (x reaches xhat directly, through mu, which gives -mean(gh), and through var, which gives
     -xhat mean(gh xhat): d var / dx_i = 2 (x_i - mu) / D, and d r / d var = -r^3 / 2);
       dL/dw = sum over rows of g * xhat,   dL/db = sum over rows of g.
+
+    Written with primitive ops: composed.layer_norm.
     """
 
     @staticmethod
@@ -48,6 +50,8 @@ class RMSNorm(Function):
 
     As in LayerNorm without the path through the mean, with gh = g * w:
       dL/dx = r * (gh - xhat * mean(gh * xhat)),   dL/dw = sum over rows of g * xhat.
+
+    Written with primitive ops: composed.rms_norm.
     """
 
     @staticmethod

@@ -44,6 +44,8 @@ class Var(Function):
     (ddof=0 is the population variance, numpy's default; ddof=1 the unbiased estimate, PyTorch's)
 
     dL/dx_i = g * 2 (x_i - mean) / (N - ddof)   (the mean's own dependence on x_i sums to zero)
+
+    Written with primitive ops: composed.var.
     """
 
     @staticmethod
@@ -109,7 +111,10 @@ def logsumexp(x, axis):
 
 
 class LogSumExp(Function):
-    """y = log sum_i exp(x_i) over axis;  dL/dx_i = g exp(x_i - y) = g softmax(x)_i"""
+    """y = log sum_i exp(x_i) over axis;  dL/dx_i = g exp(x_i - y) = g softmax(x)_i
+
+    Written with primitive ops: composed.logsumexp.
+    """
 
     @staticmethod
     def forward(ctx, x, axis, keepdims=False):

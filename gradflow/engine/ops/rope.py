@@ -22,6 +22,8 @@ class Rope(Function):
     Each pair is turned by a rotation matrix R = [[cos, -sin], [sin, cos]]. Its Jacobian is R
     itself, so dL/dx = R^T G, and R^T is the rotation by the opposite angle: the backward pass is
     the same rotation with sin negated. cos and sin are constants (positions are not learned).
+
+    Written with primitive ops: composed.rope.
     """
 
     @staticmethod

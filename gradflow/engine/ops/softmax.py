@@ -10,6 +10,8 @@ class Softmax(Function):
     """y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j (same value, no overflow)
 
     dy_i/dx_j = y_i ([i = j] - y_j), so  dL/dx_i = sum_j g_j y_j ([i = j] - y_i) = y_i (g_i - sum_j g_j y_j)
+
+    Written with primitive ops: composed.softmax.
     """
 
     @staticmethod
@@ -30,6 +32,8 @@ class LogSoftmax(Function):
     """y_i = x_i - logsumexp(x)
 
     dy_i/dx_j = [i = j] - softmax(x)_j, so  dL/dx_j = g_j - softmax(x)_j sum_i g_i,  softmax(x) = exp(y)
+
+    Written with primitive ops: composed.log_softmax.
     """
 
     @staticmethod
