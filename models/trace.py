@@ -10,31 +10,32 @@ runs a GPT (gpt.py) or a Llama (llama.py) on one sequence of T tokens and prints
   1. the tokens: each position's id and text; with `chat`, which of them the chat template added;
   2. the prompt's pass, all T tokens at once: each step of the first layer as a formula, with its
      shape (one sequence, so shapes read [T, ...] as in "The Mathematics Behind LLM Thinking"),
-     its norm |x| = sqrt(sum of x^2) and the first numbers of its first row; then one line for each
-     later layer, the final norm, the logits and the most likely next tokens;
+     its norm |x| = sqrt(sum of x^2) and the first numbers of its last row, the last token's (the
+     one the next token is predicted from; in a chat prompt the first is always <|im_start|>); then
+     one line for each later layer, the final norm, the logits and the most likely next tokens;
   3. one decode step: the most likely next token goes in alone (T = 1). Each layer appends its key
      and value to that layer's KV cache, which grows from T to T + 1 positions, and its query reads
      them all: the step generation repeats for every new token.
 
 The attention is the explicit one, head by head: scores, mask, softmax and weighted sum as separate
-steps, where the model itself calls one fused op. The trace uses the model's own layers and weights
-and gives the logits `model(ids)` gives (the tests check both passes), so it doubles as a reference.
+steps, where the model itself calls one fused op; they are the steps of attention's composed reference
+(gradflow/engine/ops/composed.py). The trace uses the model's own layers and weights and gives the
+logits `model(ids)` gives (the tests check both passes).
 """
 
-import math
 import sys
 
 import numpy as np
 
 from gradflow import nn, no_grad
-from gradflow.engine.functions import where
+from gradflow.engine.ops import composed
 from gradflow.models.gpt import GPT
 from gradflow.models.llama import Llama
 from gradflow.nn import functional as F
 from gradflow.nn.ffn import ACTIVATIONS
 from gradflow.text.chat_data import SMOLLM2_SYSTEM, chatml, chatml_pieces
 
-SHOWN = 4  # how many numbers of each intermediate are printed: the first ones of its first row
+SHOWN = 4  # how many numbers of each intermediate are printed: the first ones of its last row
 WIDTH = 100  # the token list wraps before this many characters
 START, END = "<|im_start|>", "<|im_end|>"
 ACTIVATION = {
@@ -62,7 +63,10 @@ def trace(model, ids, tokenizer=None, out=None, detailed_layers=1, chat=None):
     if chat is not None:
         explain_chat(chat, ids, tokenizer, show.out)
     show.say(f"\nthe prompt's forward pass: all {len(ids)} tokens at once, each row of x one token")
-    show.say("each step: its formula; its shape, its norm |x| = sqrt(sum of x^2) and its first numbers")
+    show.say(
+        "each step: its formula; its shape, its norm |x| = sqrt(sum of x^2) and the first numbers of its last row,\n"
+        "the last token's: the one the next token is predicted from"
+    )
     cache = model.new_cache()
     logits = forward(model, ids, cache, show, detailed_layers)
     new = int(np.argmax(logits[-1]))
@@ -82,12 +86,13 @@ def forward(model, ids, cache, show, detailed_layers):
     x = embedding(ids)  # (T, d)
     show.step("embed", f"E[token_ids], E: {shape(embedding.weight)}", x)
     if gpt:  # Llama has no position embedding: RoPE rotates q and k inside attention
-        x = model.wpe(x, offset=offset)
+        x = x + model.wpe.weight[offset : offset + t]
         show.step("+ position", f"x + P[{offset}:{offset + t}], P: {shape(model.wpe.weight)} learned", x)
+    rope = None if gpt else model.rope
     for l, (block, layer_cache) in enumerate(zip(model.blocks if gpt else model.layers, cache)):
         if l < detailed_layers:
             show.say(f"layer {l}:")
-        x = block_forward(block, x, layer_cache, show.step if l < detailed_layers else quiet)
+        x = block_forward(block, x, layer_cache, rope, show.step if l < detailed_layers else quiet)
         if l >= detailed_layers:
             show.layer(l, x, layer_cache)
     norm = model.ln_f if gpt else model.norm
@@ -99,13 +104,16 @@ def forward(model, ids, cache, show, detailed_layers):
     return logits.data
 
 
-def block_forward(block, x, cache, step):
-    """One pre-norm TransformerBlock on x (T, d), attention written out head by head; `cache` (a
-    KVCache) receives this pass's keys and values. step(name, formula, tensor) shows each step."""
+def block_forward(block, x, cache, rope, step):
+    """One pre-norm block on x (T, d), attention written out head by head; `cache` (a KVCache)
+    receives this pass's keys and values; `rope` turns q and k (Llama's), or is None (GPT's).
+    step(name, formula, tensor) shows each step and hands the tensor back."""
     attn, t = block.attn, x.shape[0]
-    nh, nkv, hs = attn.n_heads, attn.n_kv_heads, attn.head_dim
     h = block.attn_norm(x)
     step("norm", normalize(block.attn_norm), h)
+    nh = attn.n_heads
+    hs = attn.q_proj.weight.shape[0] // nh
+    nkv = attn.k_proj.weight.shape[0] // hs  # fewer than nh with grouped-query attention
     q = attn.q_proj(h).reshape(t, nh, hs).transpose(0, 1)  # (nh, T, hs)
     k = attn.k_proj(h).reshape(t, nkv, hs).transpose(0, 1)  # (nkv, T, hs)
     v = attn.v_proj(h).reshape(t, nkv, hs).transpose(0, 1)
@@ -113,8 +121,8 @@ def block_forward(block, x, cache, step):
     step("K", f"X W_K{plus_b(attn.k_proj)}, {nkv} key heads", k)
     step("V", f"X W_V{plus_b(attn.v_proj)}, {nkv} value heads", v)
     offset = cache.length
-    if attn.rope is not None:
-        q, k = attn.rope(q, offset=offset), attn.rope(k, offset=offset)
+    if rope is not None:
+        q, k = rope(q, offset=offset), rope(k, offset=offset)
         span = f"position {offset}" if t == 1 else f"positions {offset}..{offset + t - 1}"
         step("RoPE", f"turn each feature pair of q, k by position * theta_i ({span})", q)
     k, v = (a[0] for a in cache.append(k[None], v[None]))  # (nkv, S, hs): every position so far
@@ -124,15 +132,15 @@ def block_forward(block, x, cache, step):
     if group > 1:  # grouped-query attention: query head j reads key/value head j // group
         k, v = k[np.arange(nh) // group], v[np.arange(nh) // group]
         step("K, V", f"each key/value head shared by {group} query heads", k)
-    scores = q @ k.transpose(1, 2) / math.sqrt(hs)  # (nh, T, S)
-    step("scores", f"Q K^T / sqrt({hs})", scores)
-    sees = np.arange(s) <= offset + np.arange(t)[:, None]  # (T, S): query i, at position offset + i, sees 0..offset + i
-    scores = where(sees, scores, scores.data.dtype.type(-np.inf))
-    masked = "-inf where the key comes after the query: no peeking ahead"
-    step("mask", masked if not sees.all() else "nothing to hide: no key comes after the query", scores)
-    weights = F.softmax(scores, axis=-1)
-    step("softmax", "each row sums to 1: how much each query takes from each key", weights)
-    heads = weights @ v  # (nh, T, hs)
+    says = {  # the steps of composed.attention, in words; query i, at position offset + i, sees keys 0..offset + i
+        "q k^T": "Q K^T: each query's dot product with each key",
+        "scores": f"q k^T / sqrt({hs})",
+        "masked": "-inf where the key comes after the query: no peeking ahead",
+        "weights": "softmax: each row sums to 1, how much each query takes from each key",
+    }
+    if t == 1:  # decoding: the one query is the last position, so it sees every key
+        says["masked"] = "nothing to hide: no key comes after the query"
+    heads = composed.attention(q, k, v, causal=True, step=lambda name, a: step(name, says[name], a))  # (nh, T, hs)
     step("heads", "weights V", heads)
     concat = heads.transpose(0, 1).reshape(t, nh * hs)
     step("concat", "the heads side by side", concat)
@@ -157,8 +165,9 @@ def block_forward(block, x, cache, step):
     return x
 
 
-def quiet(*_):
+def quiet(name, formula, x):
     """A step shown to no one: the layers after the detailed ones."""
+    return x
 
 
 def plus_b(layer):
@@ -177,10 +186,11 @@ def shape(x):
 
 
 def summary(a):
-    """|a| (over its finite entries: the mask puts -inf) and its first numbers, those of its first row."""
-    first, n = (0,) * (a.ndim - 1), min(SHOWN, a.shape[-1])
-    numbers = ", ".join(f"{v:.4g}" for v in a[first][:n]) + (", ..." if a.shape[-1] > n else "")
-    row = "".join(f"{i}, " for i in first)
+    """|a| (over its finite entries: the mask puts -inf) and its first numbers, those of its last row
+    (the last token's; of the first head, for a step split into heads)."""
+    last, n = (0,) * (a.ndim - 2) + (-1,) * (a.ndim > 1), min(SHOWN, a.shape[-1])
+    numbers = ", ".join(f"{v:.4g}" for v in a[last][:n]) + (", ..." if a.shape[-1] > n else "")
+    row = "".join(f"{i}, " for i in last)
     return f"|x| {np.linalg.norm(a[np.isfinite(a)]):<9.4g} x[{row}:{n}] = [{numbers}]"
 
 
@@ -194,9 +204,10 @@ class Show:
         print(text, file=self.out)
 
     def step(self, name, formula, x):
-        """Two lines: the step's name and formula; its shape, norm and first numbers."""
+        """Two lines: the step's name and formula; its shape, norm and first numbers. Hands x back."""
         self.say(f"  {name:<10} {formula}")
         self.say(f"  {'':<10} {shape(x):<13} {summary(x.data)}")
+        return x
 
     def layer(self, l, x, cache):
         """One line for a layer shown only by its result."""

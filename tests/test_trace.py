@@ -62,17 +62,24 @@ def layer_norm(x, norm):
     return y if norm.bias is None else y + norm.bias.data
 
 
+def split(a, hs=4):
+    """(T, n * hs) -> (n, T, hs): the heads' features, head by head."""
+    return a.reshape(len(a), -1, hs).transpose(1, 0, 2)
+
+
 def test_the_trace_of_a_trained_checkpoint_names_every_step_and_shows_the_decode_step(run, capsys):
     argv = ["generate", "--checkpoint", str(run), "--prompt", "to be", "--trace", "--temperature", "0"]
     assert main([*argv, "--max-new-tokens", "3"]) == 0
     out = capsys.readouterr().out
     model, tok = restored(run)
     llama = isinstance(model, Llama)
-    steps = ["embed", "norm", "Q", "K", "V", "K cache", "scores", "mask", "softmax", "heads", "concat", "residual"]
+    steps = ["embed", "norm", "Q", "K", "V", "K cache", "q k^T", "scores", "masked", "weights", "heads", "concat"]
+    steps += ["residual"]
     steps += ["RoPE", "K, V", "gate", "up", "SwiGLU"] if llama else ["+ position", "W_1", "GELU"]
     for name in [*steps, "logits"]:
         assert len(re.findall(re.escape(f"  {name:<10} "), out)) >= 2, name  # in the prompt's pass and the decode step
     assert "layer 0:" in out and "layer 1  the same steps, K, V cache now 5 long" in out
+    assert "the first numbers of its last row,\nthe last token's: the one the next token is predicted from" in out
     # the whole token list: position:id 'text', one per character of the prompt
     assert "tokens: 5 (position:id 'text')" in out
     listed = re.findall(r"(\d+):(\d+) '([^']*)'", out.split("\n\n")[0])
@@ -101,29 +108,36 @@ def test_the_numbers_are_the_models_own(run, capsys):
     # the embedding and the first layer, computed here from the weights in float64
     if isinstance(model, GPT):
         x = model.wte.weight.data[ids].astype(np.float64) + model.wpe.weight.data[: len(ids)]
-        np.testing.assert_allclose(printed(out, "+ position")[2], x[0, :4], rtol=1e-3, atol=1e-7)
+        np.testing.assert_allclose(printed(out, "+ position")[2], x[-1, :4], rtol=1e-3, atol=1e-7)
     else:
         x = model.embed_tokens.weight.data[ids].astype(np.float64)
     shape, norm, first = printed(out, "embed")
     embedding = model.wte if isinstance(model, GPT) else model.embed_tokens
     assert shape == f"[{len(ids)}, 16]"
-    np.testing.assert_allclose(first, embedding.weight.data[ids[0], :4], rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(first, embedding.weight.data[ids[-1], :4], rtol=1e-3, atol=1e-7)  # the last row
     h = layer_norm(x, layer.attn_norm)
-    np.testing.assert_allclose(printed(out, "norm")[2], h[0, :4], rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(printed(out, "norm")[2], h[-1, :4], rtol=1e-3, atol=1e-7)
     q, k = h @ layer.attn.q_proj.weight.data.T, h @ layer.attn.k_proj.weight.data.T  # no biases: gradflow train's
     shape, norm, first = printed(out, "Q")
     assert shape == f"[4, {len(ids)}, 4]"
-    np.testing.assert_allclose(first, q[0, :4], rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(first, q[-1, :4], rtol=1e-3, atol=1e-7)  # the first head's features of the last token
     np.testing.assert_allclose(norm, np.linalg.norm(q), rtol=1e-3)
-    if isinstance(model, GPT):  # no RoPE: the first head's scores of the first query are q_0 . k_j / sqrt(4)
-        np.testing.assert_allclose(printed(out, "scores")[2], k[:4, :4] @ q[0, :4] / 2, rtol=1e-3, atol=1e-7)
-    shape, norm, first = printed(out, "mask")
-    assert first[1:] == [-np.inf] * 3  # the first token sees only itself
-    assert printed(out, "softmax")[2] == [1, 0, 0, 0]
+    # the last query sees every key; the mask hides the later keys of the others from the norm
+    assert printed(out, "masked")[2] == printed(out, "scores")[2] and np.isfinite(printed(out, "masked")[2]).all()
+    assert printed(out, "masked")[1] < printed(out, "scores")[1]
+    assert all(0 < w < 1 for w in printed(out, "weights")[2])
+    if isinstance(model, GPT):  # no RoPE: head j's scores are q_i . k_j / sqrt(4) for its 4 features
+        scores = split(q) @ split(k).transpose(0, 2, 1) / 2  # (heads, queries, keys)
+        np.testing.assert_allclose(printed(out, "q k^T")[2], 2 * scores[0, -1, :4], rtol=1e-3, atol=1e-7)
+        np.testing.assert_allclose(printed(out, "scores")[2], scores[0, -1, :4], rtol=1e-3, atol=1e-7)
+        seen = np.tril(np.ones((len(ids), len(ids)), dtype=bool))
+        np.testing.assert_allclose(printed(out, "masked")[1], np.linalg.norm(scores[:, seen]), rtol=1e-3)
+        e = np.exp(scores[0, -1] - scores[0, -1].max())
+        np.testing.assert_allclose(printed(out, "weights")[2], (e / e.sum())[:4], rtol=1e-3, atol=1e-7)
     # the head, in the prompt's pass and the decode step, against the model's forward pass
     shape, norm, first = printed(out, "logits")
     assert shape == f"[{len(ids)}, {c.vocab_size}]"
-    np.testing.assert_allclose(first, full.data[0, 0, :4], rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(first, full.data[0, -1, :4], rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(norm, np.linalg.norm(full.data[0]), rtol=1e-3)
     assert f"the most likely next token, {new} {tok.decode([new])!r}, goes in alone at position {len(ids)}" in out
     shape, norm, first = printed(out, "logits", 1)
