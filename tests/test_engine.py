@@ -236,3 +236,58 @@ def test_tensor_attributes():
     assert x.size() == (2, 3) and x.size(-1) == 3 and x.dim() == 2  # PyTorch's size: the shape
     assert x.T.shape == (3, 2) and x.numpy() is x.data and x[1, 2].item() == 5.0
     assert len(x) == 2
+
+
+def test_astype_casts_floats_in_the_graph_and_integers_outside_it():
+    x = gf.tensor(np.array([1.7, -1.2], dtype=np.float32), requires_grad=True)
+    y = x.astype(gf.float64)
+    assert y.dtype == np.float64 and y.grad_fn.name == "cast" and x.astype(gf.float32) is x
+    (y * y).sum().backward()
+    assert x.grad.dtype == np.float32 and np.allclose(x.grad, 2 * x.data)
+    ids = x.astype(gf.int64)
+    assert ids.tolist() == [1, -1] and ids.grad_fn is None and not ids.requires_grad
+    with pytest.raises(TypeError, match=r"^astype: gradflow's tensors hold float32, float64, integers or bool, not"):
+        x.astype(np.float16)
+
+
+# Every op a Tensor method records, beside a call that records it: x, y of shape (2, 3), m a mask of x's shape
+RECORDS = [
+    ("x + y", "Add"), ("1 - x", "Sub"), ("x * y", "Mul"), ("x / 2", "Div"), ("x ** 2", "Pow"),
+    ("x @ y.T", "Matmul"), ("-x", "Neg"), ("x.exp()", "Exp"), ("x.abs().log()", "Log"),
+    ("x.abs().sqrt()", "Sqrt"), ("x.abs().rsqrt()", "Rsqrt"), ("x.abs()", "Abs"), ("x.tanh()", "Tanh"),
+    ("x.sigmoid()", "Sigmoid"), ("x.relu()", "Relu"), ("x.gelu()", "Gelu"), ("x.silu()", "Silu"),
+    ("x.maximum(y)", "Maximum"), ("x.minimum(y)", "Minimum"), ("x.clip(0, 1)", "Clip"),
+    ("x.sum(1)", "Sum"), ("x.mean()", "Mean"), ("x.var(dim=1)", "Var"), ("x.max()", "Max"),
+    ("x.min(axis=0)", "Min"), ("x.logsumexp(1)", "LogSumExp"), ("x.softmax()", "Softmax"),
+    ("x.log_softmax(dim=0)", "LogSoftmax"), ("x.view(-1)", "Reshape"), ("x.clone()", "Copy"),
+    ("x.permute(1, 0)", "Permute"), ("x[:1].expand(2, 3)", "Expand"), ("x[0]", "Index"),
+    ("x.masked_fill(m, 0.0)", "MaskedFill"), ("x.double()", "Cast"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("call, op", RECORDS)
+def test_every_op_a_tensor_method_records_runs_the_kernel_of_the_tier_in_use(call, op):
+    """A kernel the fast tier offers for any op serves the Tensor methods too (kernels.kernel)."""
+    from gradflow import fast
+    from gradflow.engine import kernels, ops
+    from gradflow.engine.ops import shape
+
+    plain = getattr(ops, op, None) or getattr(shape, op)
+    ran = []
+
+    class Spy(plain):
+        name = plain.name
+
+        @staticmethod
+        def forward(ctx, *arrays, **params):
+            ran.append(plain)
+            return plain.forward(ctx, *arrays, **params)
+
+    x, y = gf.randn(2, 3, requires_grad=True), gf.randn(2, 3)
+    kernels.offer({**fast.REPLACES, plain: Spy})
+    try:
+        with gf.use_kernels("fast"):
+            out = eval(call, {}, {"x": x, "y": y, "m": x.data > 0})
+    finally:
+        kernels.offer(fast.REPLACES)
+    assert ran == [plain] and type(out.grad_fn) is Spy

@@ -38,6 +38,16 @@ def normalize_axis(op, axis, shape):
     return int(axis) % ndim
 
 
+def shape_arg(shape, op=None):
+    """A shape given as separate sizes or as one tuple: x.reshape(2, 3) and x.reshape((2, 3)) alike."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for n in shape:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"{op + ': ' if op else ''}shape entries must be ints, got {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
 def broadcast_shape(op, *shapes):
     """The shape that `shapes` broadcast to, or an error naming the axis where they clash."""
     try:

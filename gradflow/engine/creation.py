@@ -2,9 +2,10 @@
 
 import numpy as np
 
+from gradflow.engine.checks import shape_arg
 from gradflow.engine.dtype import get_default_dtype, int64
 from gradflow.engine.rng import generator
-from gradflow.engine.tensor import Tensor, _shape_arg
+from gradflow.engine.tensor import Tensor
 
 
 def tensor(data, requires_grad=False, dtype=None):
@@ -27,7 +28,7 @@ def _float(dtype):
 
 
 def _shape(shape):
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     if any(n < 0 for n in shape):
         raise ValueError(f"shape {shape} has a negative size")
     return shape

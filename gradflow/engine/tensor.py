@@ -2,31 +2,32 @@
 
 A tensor made by an op keeps that op's node in `grad_fn`; the node keeps its input tensors. That
 chain of nodes is the computation graph that `backward()` walks from the output to the leaves.
-Every operator and method here only checks its arguments and calls one op's `apply`.
+Every operator and method here only checks its arguments and runs one op, through `_apply`.
+
+This file speaks numpy's language (axis=, keepdims=, astype). Beside it: tensor_torch.py gives the
+same methods PyTorch's names and keywords (dim=, keepdim=, size(), view, float(), ...), inplace.py
+the in-place changes (add_, zero_, x[i] = v), and saved.py the guards of the memory a graph saved
+for backward (data, version).
 """
 
 import math
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
 from gradflow.engine import autograd, ops
-from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, spelling
-from gradflow.engine.dtype import (
-    FLOAT_DTYPES,
-    as_dtype,
-    bool_,
-    float32,
-    float64,
-    get_default_dtype,
-    int32,
-    int64,
-    is_float,
-)
+from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, shape_arg
+from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_float
 from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.shape import Cast, Copy
+from gradflow.engine.tensor_torch import (
+    PyTorchNames,
+    max_as_pytorch,
+    min_as_pytorch,
+    pytorch_keywords,
+    var_as_pytorch,
+)
 
 
 def as_array(data, dtype=None):
@@ -54,6 +55,16 @@ def as_tensor(x):
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
+def _apply(op, *inputs, **params):
+    """Run `op`, a plain op of engine/ops, on the inputs: every method that records an op does it here.
+
+    kernels.py says which class runs it: the op itself (the plain tier, what a learner steps into),
+    or the fast tier's kernel that replaces it; so a kernel added to the fast tier serves the Tensor
+    methods as it serves nn.functional, and no method is special.
+    """
+    return kernel(op).apply(*inputs, **params)
+
+
 def _lift(x, other):
     """x as a Tensor; a Python or numpy scalar takes `other`'s dtype, as in PyTorch.
 
@@ -64,8 +75,8 @@ def _lift(x, other):
     if np.ndim(x) == 0 and isinstance(other, Tensor):
         scalar = np.asarray(x)
         if is_float(other.dtype) or not is_float(scalar.dtype):
-            return Tensor._make(scalar.astype(other.dtype), False, None)
-        return Tensor._make(scalar.astype(get_default_dtype()), False, None)
+            return Tensor._constant(scalar.astype(other.dtype))
+        return Tensor._constant(scalar.astype(get_default_dtype()))
     return Tensor(x)
 
 
@@ -73,17 +84,7 @@ def _binary(op, a, b):
     a, b = _lift(a, b), _lift(b, a)
     if a.shape != b.shape:
         broadcast_shape(op.name, a.shape, b.shape)
-    return op.apply(a, b)
-
-
-def _shape_arg(shape, op=None):
-    """Accept both x.reshape(2, 3) and x.reshape((2, 3))."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    for n in shape:
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-            raise TypeError(f"{op + ': ' if op else ''}shape entries must be ints, got {shape!r}")
-    return tuple(int(n) for n in shape)
+    return _apply(op, a, b)
 
 
 def _index_arg(index):
@@ -102,23 +103,16 @@ def _index_arg(index):
     return tuple(out)
 
 
-class ValuesIndices(NamedTuple):
-    """What max(dim=), min(dim=) and topk return, as PyTorch's do: values (in the graph) and their
-    positions along dim (int64, outside it); `values, indices = x.max(dim=1)` unpacks it."""
-
-    values: "Tensor"
-    indices: "Tensor"
-
-
-class Tensor(InPlace):
+class Tensor(PyTorchNames, InPlace):
     """An n-dimensional array that records how it was computed, for reverse-mode differentiation.
 
     `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as an array of the
     same shape and dtype; `grad_fn` is the op that produced it (None for a leaf).
 
-    Methods that take an axis take numpy's spelling (axis=, keepdims=) and PyTorch's (dim=, keepdim=),
-    either one: x.sum(axis=1), x.sum(dim=1) and x.sum(1) are the same call. The in-place methods
-    (add_, fill_, x[i] = v, ...) are in inplace.py.
+    Methods that take an axis are written with numpy's axis= and keepdims=; @pytorch_keywords lets
+    PyTorch's dim= and keepdim= call them too (x.sum(axis=1), x.sum(dim=1) and x.sum(1) are the same
+    call), with PyTorch's result where PyTorch's call means something else (tensor_torch.py, with
+    PyTorch's other names: PyTorchNames). The in-place methods (add_, fill_, ...) are in inplace.py.
     """
 
     __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
@@ -145,6 +139,11 @@ class Tensor(InPlace):
         self.grad_fn = grad_fn
         self._grad = None
         self.name = None
+
+    @staticmethod
+    def _constant(array):
+        """A tensor outside the graph holding `array` itself: a mask, positions, an integer cast."""
+        return Tensor._make(array, False, None)
 
     # --- attributes ----------------------------------------------------------------------------
 
@@ -234,20 +233,9 @@ class Tensor(InPlace):
     dtype = property(lambda self: self._data.dtype)
     ndim = property(lambda self: self._data.ndim)
 
-    def size(self, dim=None):
-        """The shape (a tuple), or with dim the length of that one axis (negative counts from the end).
-
-        PyTorch's meaning, where numpy's `size` is the number of elements: that is numel() here.
-        """
-        return self.shape if dim is None else self.shape[normalize_axis("size", dim, self.shape)]
-
     def numel(self):
         """How many numbers the tensor holds: the product of its shape."""
         return self._data.size
-
-    def dim(self):
-        """The number of axes (PyTorch's name for ndim)."""
-        return self._data.ndim
 
     @property
     def is_leaf(self):
@@ -287,7 +275,7 @@ class Tensor(InPlace):
         """The same data as a new leaf, outside the graph: gradients stop here. Detached from a leaf
         (a parameter), it shares the leaf's guards too (version and saved-array checks); not from an
         op's output, which it would keep alive with its whole graph."""
-        t = Tensor._make(self._data, False, None)
+        t = Tensor._constant(self._data)
         owner = self if self._base is None else self._base
         if owner.grad_fn is None:
             t._base = owner
@@ -359,7 +347,7 @@ class Tensor(InPlace):
         return matmul(other, self)
 
     def __neg__(self):
-        return ops.Neg.apply(self)
+        return _apply(ops.Neg, self)
 
     def __pos__(self):
         return self
@@ -369,7 +357,7 @@ class Tensor(InPlace):
     def _compare(self, fn, other):
         other = _lift(other, self)
         broadcast_shape(fn.__name__, self.shape, other.shape)
-        return Tensor._make(fn(self._data, other._data), False, None)
+        return Tensor._constant(fn(self._data, other._data))
 
     def __eq__(self, other):
         return self._compare(np.equal, other)
@@ -392,37 +380,37 @@ class Tensor(InPlace):
     # --- elementwise functions ------------------------------------------------------------------
 
     def neg(self):
-        return ops.Neg.apply(self)
+        return _apply(ops.Neg, self)
 
     def exp(self):
-        return ops.Exp.apply(self)
+        return _apply(ops.Exp, self)
 
     def log(self):
-        return ops.Log.apply(self)
+        return _apply(ops.Log, self)
 
     def sqrt(self):
-        return ops.Sqrt.apply(self)
+        return _apply(ops.Sqrt, self)
 
     def rsqrt(self):
-        return ops.Rsqrt.apply(self)
+        return _apply(ops.Rsqrt, self)
 
     def abs(self):
-        return ops.Abs.apply(self)
+        return _apply(ops.Abs, self)
 
     def tanh(self):
-        return ops.Tanh.apply(self)
+        return _apply(ops.Tanh, self)
 
     def sigmoid(self):
-        return ops.Sigmoid.apply(self)
+        return _apply(ops.Sigmoid, self)
 
     def relu(self):
-        return ops.Relu.apply(self)
+        return _apply(ops.Relu, self)
 
     def gelu(self):
-        return kernel(ops.Gelu).apply(self)  # ops.Gelu, or its fast kernel (gradflow/engine/kernels.py)
+        return _apply(ops.Gelu, self)
 
     def silu(self):
-        return ops.Silu.apply(self)
+        return _apply(ops.Silu, self)
 
     def maximum(self, other):
         return _binary(ops.Maximum, self, other)
@@ -436,138 +424,56 @@ class Tensor(InPlace):
             raise ValueError("clip: give min, max or both")
         if min is not None and max is not None and min > max:
             raise ValueError(f"clip: min {min} is greater than max {max}")
-        return ops.Clip.apply(self, lo=min, hi=max)
+        return _apply(ops.Clip, self, lo=min, hi=max)
 
-    def clamp(self, min=None, max=None):
-        """PyTorch's name for clip."""
-        return self.clip(min, max)
+    # --- reductions over axis: an int, a tuple, or None for every axis --------------------------
 
-    # --- reductions: numpy's axis/keepdims or PyTorch's dim/keepdim -------------------------------
+    def _reduce(self, name, op, axis, keepdims, **params):
+        return _apply(op, self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
 
-    def _reduce(self, name, op, axis, dim, keepdims, keepdim, **params):
-        axis = spelling(name, "axis", axis, "dim", dim, None)
-        keepdims = spelling(name, "keepdims", keepdims, "keepdim", keepdim, False)
-        return op.apply(self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
+    @pytorch_keywords
+    def sum(self, axis=None, keepdims=False):
+        """y = sum of x over axis."""
+        return self._reduce("sum", ops.Sum, axis, keepdims)
 
-    def sum(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        """y = sum of x over axis (an int, a tuple, or None for every axis)."""
-        return self._reduce("sum", ops.Sum, axis, dim, keepdims, keepdim)
+    @pytorch_keywords
+    def mean(self, axis=None, keepdims=False):
+        return self._reduce("mean", ops.Mean, axis, keepdims)
 
-    def mean(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        return self._reduce("mean", ops.Mean, axis, dim, keepdims, keepdim)
-
-    def var(self, axis=None, keepdims=None, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
-        """y = 1/(N - ddof) sum (x - mean)^2 over axis.
-
-        Each spelling keeps its library's meaning: numpy's (axis=, positional, or none) gives the
-        population variance, ddof=0; PyTorch's dim= gives the unbiased estimate, correction=1.
-        ddof= (numpy) or correction= / unbiased= (PyTorch) choose explicitly.
-        """
-        if unbiased is not None:
-            if correction is not None:
-                raise TypeError("var: give correction= or unbiased=, not both")
-            correction = int(bool(unbiased))
-        ddof = spelling("var", "ddof", ddof, "correction", correction, 0 if dim is None else 1)
-        axes = normalize_axes("var", spelling("var", "axis", axis, "dim", dim, None), self.shape)
+    @pytorch_keywords(answered_by=var_as_pytorch)  # x.var(dim=1): PyTorch's unbiased estimate
+    def var(self, axis=None, keepdims=False, *, ddof=0):
+        """y = 1/(N - ddof) sum (x - mean)^2 over axis: the population variance, as numpy's, unless ddof=1."""
+        axes = normalize_axes("var", axis, self.shape)
         n = math.prod(self.shape[a] for a in axes)
         if n - ddof <= 0:
             raise ValueError(
                 f"var: {n} element(s) along axis {axes} of shape {self.shape} leave nothing to divide by "
                 f"with ddof {ddof} (the variance divides by N - ddof)"
             )
-        return self._reduce("var", ops.Var, axes, None, keepdims, keepdim, ddof=ddof)
+        return self._reduce("var", ops.Var, axes, keepdims, ddof=ddof)
 
-    def max(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        """The largest values over axis (an int, a tuple, or None for all): numpy's max, values only;
-        the gradient of a tie is split evenly among the tied elements (as PyTorch's amax).
+    @pytorch_keywords(answered_by=max_as_pytorch)  # x.max(dim=1): PyTorch's (values, indices)
+    def max(self, axis=None, keepdims=False):
+        """The largest values over axis, as numpy's max; the gradient of a tie is split evenly among
+        the tied elements (as PyTorch's amax)."""
+        return self._reduce("max", ops.Max, axis, keepdims)
 
-        With dim= (PyTorch's spelling), PyTorch's max(dim=) instead: (values, indices) along that one
-        axis, the index of the first maximum, the values gathered there (so a tie's gradient goes to
-        that one element, as in PyTorch).
-        """
-        if dim is not None:
-            return self._values_indices("max", np.argmax, axis, dim, keepdims, keepdim)
-        return self._reduce("max", ops.Max, axis, dim, keepdims, keepdim)
+    @pytorch_keywords(answered_by=min_as_pytorch)  # x.min(dim=1): PyTorch's (values, indices)
+    def min(self, axis=None, keepdims=False):
+        """The smallest values over axis (see max)."""
+        return self._reduce("min", ops.Min, axis, keepdims)
 
-    def min(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        """The smallest values over axis, values only; with dim=, (values, indices) as PyTorch's (see max)."""
-        if dim is not None:
-            return self._values_indices("min", np.argmin, axis, dim, keepdims, keepdim)
-        return self._reduce("min", ops.Min, axis, dim, keepdims, keepdim)
+    @pytorch_keywords
+    def logsumexp(self, axis=None, keepdims=False):
+        return self._reduce("logsumexp", ops.LogSumExp, axis, keepdims)
 
-    def _values_indices(self, op, arg, axis, dim, keepdims, keepdim):
-        """PyTorch's max(dim=) and min(dim=): (values, indices) along one axis."""
-        spelling(op, "axis", axis, "dim", dim, None)  # both given is an error
-        if isinstance(dim, (tuple, list)):
-            raise TypeError(f"{op}: dim={dim!r} gives values and indices along one axis; for several, use axis=")
-        keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
-        dim = normalize_axis(op, dim, self.shape)
-        indices = self._arg(op, arg, dim, keepdims=True)
-        values = self._gather(dim, indices)
-        if not keepdims:
-            values, indices = values.squeeze(dim), indices.squeeze(dim)
-        return ValuesIndices(values, Tensor._make(indices, False, None))
+    @pytorch_keywords
+    def softmax(self, axis=-1):
+        return _apply(ops.Softmax, self, axis=normalize_axis("softmax", axis, self.shape))
 
-    def _arg(self, op, arg, axis, keepdims):
-        """np.argmax or np.argmin over axis (an int or None) as int64, with the error of an empty axis."""
-        if axis is not None:
-            axis = normalize_axis(op, axis, self.shape)
-        if (self.shape[axis] if axis is not None else self.numel()) == 0:
-            where = "the tensor" if axis is None else f"axis {axis}"
-            raise ValueError(f"{op}: {where} of shape {self.shape} is empty")
-        return np.asarray(arg(self._data, axis=axis, keepdims=keepdims), dtype=np.int64)  # (axis None: a 0-d array)
-
-    def _gather(self, axis, positions):
-        """y = x picked at `positions` along axis, e.g. y[i, j, k] = x[i, positions[i, j, k], k] for axis 1
-        (numpy's take_along_axis), as an index op, so that the gradient flows back to the picked elements."""
-        index = [
-            np.arange(n).reshape([-1 if i == j else 1 for i in range(self.ndim)]) for j, n in enumerate(self.shape)
-        ]
-        index[axis] = positions
-        return ops.Index.apply(self, index=tuple(index))
-
-    def argmax(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        """Positions of the largest values along axis (of all elements for None), the first of ties; int64, outside
-        the graph."""
-        return self._positions("argmax", np.argmax, axis, dim, keepdims, keepdim)
-
-    def argmin(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        """Positions of the smallest values along axis (see argmax)."""
-        return self._positions("argmin", np.argmin, axis, dim, keepdims, keepdim)
-
-    def _positions(self, op, arg, axis, dim, keepdims, keepdim):
-        axis = spelling(op, "axis", axis, "dim", dim, None)
-        keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
-        return Tensor._make(self._arg(op, arg, axis, keepdims), False, None)
-
-    def topk(self, k, axis=None, largest=True, sorted=True, *, dim=None):
-        """The k largest (or, largest=False, smallest) elements along axis (the last by default), largest
-        first: (values, indices), as PyTorch's topk. Ties come in index order.
-
-        values = x gathered at indices, so the gradient flows back through the index to the k chosen
-        elements. sorted=False is accepted; the result is sorted all the same (PyTorch leaves the order
-        unspecified then).
-        """
-        axis = normalize_axis("topk", spelling("topk", "axis", axis, "dim", dim, -1), self.shape)
-        n = self.shape[axis]
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
-            raise ValueError(
-                f"topk: k must be an integer from 0 to {n}, the size of axis {axis} of shape {self.shape}; got {k!r}"
-            )
-        order = np.argsort(-self._data if largest else self._data, axis=axis, kind="stable")
-        indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
-        return ValuesIndices(self._gather(axis, indices), Tensor._make(indices, False, None))
-
-    def logsumexp(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
-        return self._reduce("logsumexp", ops.LogSumExp, axis, dim, keepdims, keepdim)
-
-    def softmax(self, axis=None, *, dim=None):
-        axis = spelling("softmax", "axis", axis, "dim", dim, -1)
-        return ops.Softmax.apply(self, axis=normalize_axis("softmax", axis, self.shape))
-
-    def log_softmax(self, axis=None, *, dim=None):
-        axis = spelling("log_softmax", "axis", axis, "dim", dim, -1)
-        return ops.LogSoftmax.apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
+    @pytorch_keywords
+    def log_softmax(self, axis=-1):
+        return _apply(ops.LogSoftmax, self, axis=normalize_axis("log_softmax", axis, self.shape))
 
     # --- shape ----------------------------------------------------------------------------------
 
@@ -576,16 +482,8 @@ class Tensor(InPlace):
         reshape(-1); one -1 stands for the size that makes the element count match."""
         return self._reshape("reshape", shape)
 
-    def view(self, *shape):
-        """reshape, under PyTorch's name: view(B, T, -1), view((B, T, C)), view(-1).
-
-        PyTorch's view refuses memory that cannot be viewed in the new shape (a transposed tensor)
-        and asks for contiguous() first; numpy copies in that case, so here view never refuses.
-        """
-        return self._reshape("view", shape)
-
     def _reshape(self, op, shape):
-        shape = _shape_arg(shape, op)
+        shape = shape_arg(shape, op)
         n = self.numel()
         known = math.prod(x for x in shape if x != -1)
         free = shape.count(-1)
@@ -594,53 +492,31 @@ class Tensor(InPlace):
             bad = known != n if free == 0 else (known == 0 or n % known != 0)
         if bad:
             raise ValueError(f"{op}: cannot reshape a tensor of shape {self.shape} ({n} elements) into shape {shape}")
-        return ops.Reshape.apply(self, shape=shape)
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        """Axes start_dim to end_dim (both included) merged into one: (2, 3, 4).flatten(1) has shape (2, 12).
-        A 0-d tensor becomes shape (1,), as in PyTorch."""
-        if self.ndim == 0:
-            return ops.Reshape.apply(self, shape=(1,))
-        a = normalize_axis("flatten", start_dim, self.shape)
-        b = normalize_axis("flatten", end_dim, self.shape)
-        if a > b:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} in shape {self.shape}")
-        return ops.Reshape.apply(self, shape=self.shape[:a] + (math.prod(self.shape[a : b + 1]),) + self.shape[b + 1 :])
-
-    def contiguous(self):
-        """This tensor with its memory in row-major (C) order: itself when it already is, as in PyTorch,
-        else a copy that is (in the graph, as clone).
-
-        Nothing in gradflow needs it: numpy computes on any layout, and view() works on a transposed
-        tensor too. It is here so that PyTorch code runs; it can still pay before many reads of a
-        transposed tensor, which then walk memory in order.
-        """
-        return self if self._data.flags.c_contiguous else Copy.apply(self)
+        return _apply(ops.Reshape, self, shape=shape)
 
     def clone(self):
         """A copy in memory of its own, in the graph:  y = x,  dL/dx = dL/dy."""
-        return Copy.apply(self)
+        return _apply(Copy, self)
 
     def permute(self, *axes):
         """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
-        axes = _shape_arg(axes)
+        axes = shape_arg(axes)
         if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
             raise ValueError(
                 f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}"
             )
-        return ops.Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
+        return _apply(ops.Permute, self, axes=tuple(a % self.ndim for a in axes))
 
-    def transpose(self, axis0=None, axis1=None, *, dim0=None, dim1=None):
+    @pytorch_keywords
+    def transpose(self, axis0=None, axis1=None):
         """Swap two axes (PyTorch's transpose; numpy's transpose is `permute` here)."""
-        axis0 = spelling("transpose", "axis0", axis0, "dim0", dim0, None)
-        axis1 = spelling("transpose", "axis1", axis1, "dim1", dim1, None)
         if axis0 is None or axis1 is None:
             raise TypeError("transpose: give the two axes to swap, e.g. x.transpose(1, 2)")
         a = normalize_axis("transpose", axis0, self.shape)
         b = normalize_axis("transpose", axis1, self.shape)
         axes = list(range(self.ndim))
         axes[a], axes[b] = b, a
-        return ops.Permute.apply(self, axes=tuple(axes))
+        return _apply(ops.Permute, self, axes=tuple(axes))
 
     def swapaxes(self, axis0, axis1):
         return self.transpose(axis0, axis1)
@@ -648,22 +524,22 @@ class Tensor(InPlace):
     @property
     def T(self):
         """All axes reversed."""
-        return ops.Permute.apply(self, axes=tuple(reversed(range(self.ndim))))
+        return _apply(ops.Permute, self, axes=tuple(reversed(range(self.ndim))))
 
-    def squeeze(self, axis=None, *, dim=None):
+    @pytorch_keywords
+    def squeeze(self, axis=None):
         """Remove axes of size 1 (all of them, or the given ones, which must have size 1)."""
-        axis = spelling("squeeze", "axis", axis, "dim", dim, None)
         axes = normalize_axes("squeeze", axis, self.shape)
         if axis is None:
             axes = tuple(a for a in axes if self.shape[a] == 1)
         for a in axes:
             if self.shape[a] != 1:
                 raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
-        return ops.Reshape.apply(self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
+        return _apply(ops.Reshape, self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
-    def unsqueeze(self, axis=None, *, dim=None):
+    @pytorch_keywords
+    def unsqueeze(self, axis=None):
         """Insert an axis of size 1 at `axis` (of the result; negative counts from its end)."""
-        axis = spelling("unsqueeze", "axis", axis, "dim", dim, None)
         if axis is None:
             raise TypeError("unsqueeze: give the position of the new axis, e.g. x.unsqueeze(0)")
         if not -self.ndim - 1 <= axis <= self.ndim:
@@ -672,11 +548,11 @@ class Tensor(InPlace):
                 f"(a new axis goes at -{self.ndim + 1} to {self.ndim})"
             )
         new = axis % (self.ndim + 1)
-        return ops.Reshape.apply(self, shape=self.shape[:new] + (1,) + self.shape[new:])
+        return _apply(ops.Reshape, self, shape=self.shape[:new] + (1,) + self.shape[new:])
 
     def expand(self, *shape):
         """Broadcast to `shape` without copying (-1 keeps an axis's size)."""
-        shape = _shape_arg(shape)
+        shape = shape_arg(shape)
         extra = len(shape) - self.ndim
         if extra < 0:
             raise ValueError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
@@ -684,53 +560,10 @@ class Tensor(InPlace):
         for i, n in enumerate(self.shape):
             if n != 1 and n != shape[extra + i]:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
-        return ops.Expand.apply(self, shape=shape)
-
-    def repeat(self, *sizes):
-        """The tensor tiled sizes[i] times along axis i (PyTorch's repeat, numpy's tile); extra leading
-        sizes add axes: a (2, 3) tensor .repeat(2, 1, 2) has shape (2, 2, 6).
-
-        Composed of a reshape that puts a size-1 axis before each axis, an expand along it, and a
-        reshape that merges each pair, so each element's gradient sums over its copies (expand's backward).
-        """
-        sizes = _shape_arg(sizes, "repeat")
-        if len(sizes) < self.ndim or any(r < 0 for r in sizes):
-            raise ValueError(f"repeat: sizes {sizes} must be non-negative, at least one per axis of shape {self.shape}")
-        shape = (1,) * (len(sizes) - self.ndim) + self.shape
-        paired = ops.Reshape.apply(self, shape=tuple(n for s in shape for n in (1, s)))
-        copies = ops.Expand.apply(paired, shape=tuple(n for r, s in zip(sizes, shape) for n in (r, s)))
-        return ops.Reshape.apply(copies, shape=tuple(r * s for r, s in zip(sizes, shape)))
-
-    def split(self, size_or_sizes, axis=None, *, dim=None):
-        """Cut along axis (0 by default) into pieces of `size` (the last may be smaller) or of the
-        listed sizes, as PyTorch's split; a tuple of views, in the graph."""
-        axis = normalize_axis("split", spelling("split", "axis", axis, "dim", dim, 0), self.shape)
-        n = self.shape[axis]
-        if isinstance(size_or_sizes, (int, np.integer)) and not isinstance(size_or_sizes, bool):
-            if size_or_sizes <= 0:
-                raise ValueError(f"split: size must be positive, got {size_or_sizes}")
-            sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)] or [0]
-        else:
-            sizes = list(size_or_sizes)
-            if sum(sizes) != n or any(s < 0 for s in sizes):
-                raise ValueError(
-                    f"split: sizes {sizes} do not add up to {n}, the size of axis {axis} of shape {self.shape}"
-                )
-        starts = np.cumsum([0] + sizes[:-1])
-        lead = (slice(None),) * axis
-        return tuple(self[lead + (slice(int(s), int(s) + size),)] for s, size in zip(starts, sizes))
-
-    def chunk(self, chunks, axis=None, *, dim=None):
-        """Cut along axis (0 by default) into `chunks` pieces of ceil(n / chunks) elements, the last
-        smaller, as PyTorch's chunk: so there may be fewer pieces (6 in 4 chunks gives 2, 2, 2)."""
-        axis = normalize_axis("chunk", spelling("chunk", "axis", axis, "dim", dim, 0), self.shape)
-        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
-            raise ValueError(f"chunk: chunks must be a positive integer, got {chunks!r}")
-        n = self.shape[axis]
-        return self.split(-(-n // chunks) if n else [0] * chunks, axis)  # an empty axis: `chunks` empty pieces
+        return _apply(ops.Expand, self, shape=shape)
 
     def __getitem__(self, index):
-        return ops.Index.apply(self, index=_index_arg(index))
+        return _apply(ops.Index, self, index=_index_arg(index))
 
     def __setitem__(self, index, value):
         """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
@@ -739,58 +572,19 @@ class Tensor(InPlace):
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
-        return ops.MaskedFill.apply(self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
+        return _apply(ops.MaskedFill, self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
 
-    # --- dtype: PyTorch's conversions -----------------------------------------------------------
-    # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
+    # --- dtype ----------------------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None):
-        """This tensor in `dtype`: to(gf.float64), to(other) for other's dtype, to(dtype=...).
-
-        Between float32 and float64 in the graph (the gradient is cast back); to an integer type or
-        bool, a new tensor outside it. Its own dtype gives the tensor itself, as in PyTorch. gradflow
-        runs on numpy on the CPU: to("cpu") and device="cpu" change nothing, another device is an error.
-        """
-        for a in args:
-            if isinstance(a, str):
-                device = a
-            else:
-                dtype = a.dtype if isinstance(a, Tensor) else a
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise ValueError(f"to: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
-        return self if dtype is None else self._cast("to", dtype)
-
-    def _cast(self, op, dtype):
-        dtype = as_dtype(op, dtype)
+    def astype(self, dtype):
+        """This tensor in `dtype`: between float32 and float64 in the graph (the gradient is cast back);
+        to an integer type or bool, a new tensor outside it. Its own dtype gives the tensor itself."""
+        dtype = as_dtype("astype", dtype)
         if dtype == self.dtype:
             return self
         if dtype in FLOAT_DTYPES and self.dtype in FLOAT_DTYPES:
-            return Cast.apply(self, dtype=dtype)
-        return Tensor._make(self._data.astype(dtype), False, None)
-
-    def type_as(self, other):
-        """This tensor in other's dtype (see to)."""
-        return self._cast("type_as", other.dtype)
-
-    def double(self):
-        """In float64 (see to)."""
-        return self._cast("double", float64)
-
-    def long(self):
-        """In int64, rounded toward zero, outside the graph."""
-        return self._cast("long", int64)
-
-    def float(self):
-        """In float32 (PyTorch's float is 32-bit; see to)."""
-        return self._cast("float", float32)
-
-    def int(self):
-        """In int32, rounded toward zero, outside the graph."""
-        return self._cast("int", int32)
-
-    def bool(self):
-        """True where nonzero, outside the graph."""
-        return self._cast("bool", bool_)
+            return _apply(Cast, self, dtype=dtype)
+        return Tensor._constant(self._data.astype(dtype))
 
 
 def matmul(a, b):
@@ -807,7 +601,7 @@ def matmul(a, b):
         raise ValueError(
             f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
         ) from None
-    return ops.Matmul.apply(a, b)
+    return _apply(ops.Matmul, a, b)
 
 
 # --- the arrays backward needs ------------------------------------------------------------------

@@ -1,0 +1,313 @@
+"""PyTorch's names and keywords for what tensor.py does, so that PyTorch programs run as written.
+
+tensor.py speaks numpy's language: x.sum(axis=1, keepdims=True), x.astype(gf.float64). A learner
+who copies PyTorch code writes x.sum(dim=1, keepdim=True), x.double(), x.size(-1), x.view(B, T, -1),
+and that runs too, because of this file:
+
+- keywords: every method of tensor.py that takes an axis also takes PyTorch's keyword for it
+  (dim= for axis=, keepdim= for keepdims=, dim0=/dim1= for transpose's axes), through the
+  decorator `pytorch_keywords`; one spelling or the other, not both. Where PyTorch's call means
+  something else than numpy's, a call written as PyTorch writes it gives PyTorch's result:
+  x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
+- names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
+  topk, and the dtype conversions to, float, double, long, int, bool, type_as.
+
+Nothing here records an op of its own: each method is a tensor.py method (or a few of them) under
+PyTorch's name, so what it computes, and its gradient, is tensor.py's. The in-place methods
+(add_, zero_, ...) are PyTorch's too; they write into memory, and have a file of their own,
+inplace.py.
+"""
+
+import functools
+import inspect
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from gradflow.engine.checks import normalize_axis, shape_arg, spelling
+from gradflow.engine.dtype import as_dtype, bool_, float32, float64, int32, int64
+
+NUMPY_NAME = {"dim": "axis", "keepdim": "keepdims", "dim0": "axis0", "dim1": "axis1"}  # PyTorch's keyword -> numpy's
+PYTORCH_KEYWORDS = frozenset(NUMPY_NAME) | {"correction", "unbiased"}  # (var's: see var_as_pytorch)
+
+
+def pytorch_keywords(method=None, *, answered_by=None):
+    """Let a method of tensor.py, written with numpy's keywords, be called with PyTorch's too.
+
+    x.sum(dim=1, keepdim=True) is x.sum(axis=1, keepdims=True); giving both spellings of one
+    argument is an error naming the op, and a keyword given as None counts as not given, as in
+    both libraries. Where PyTorch's call means something else, `answered_by` answers every call
+    that uses a PyTorch keyword (see max_as_pytorch, var_as_pytorch). A call with numpy's keywords
+    only goes straight to the method.
+    """
+    if method is None:
+        return functools.partial(pytorch_keywords, answered_by=answered_by)
+    names = list(inspect.signature(method).parameters)[1:]  # after self
+
+    @functools.wraps(method)
+    def either_spelling(self, *args, **kwargs):
+        if kwargs and not PYTORCH_KEYWORDS.isdisjoint(kwargs):
+            if answered_by is not None:
+                return answered_by(self, *args, **kwargs)
+            args, kwargs = _as_numpy_keywords(method.__name__, names, args, kwargs)
+        return method(self, *args, **kwargs)
+
+    return either_spelling
+
+
+def _as_numpy_keywords(op, names, args, kwargs):
+    """args and kwargs of a call to `op`, whose parameters are `names`, with dim= as axis= (etc.)."""
+    args = list(args)
+    for pytorch_name, numpy_name in NUMPY_NAME.items():
+        if pytorch_name not in kwargs or numpy_name not in names:  # (not this method's: the call will say so)
+            continue
+        value = kwargs.pop(pytorch_name)
+        at = names.index(numpy_name)
+        given = args[at] if at < len(args) else kwargs.get(numpy_name)
+        if value is None:
+            continue
+        if given is not None:
+            raise TypeError(f"{op}: give {numpy_name}= (numpy's name) or {pytorch_name}= (PyTorch's), not both")
+        if at < len(args):
+            args[at] = value
+        else:
+            kwargs[numpy_name] = value
+    return args, kwargs
+
+
+class ValuesIndices(NamedTuple):
+    """What max(dim=), min(dim=) and topk return, as PyTorch's do: values (in the graph) and their
+    positions along dim (int64, outside it); `values, indices = x.max(dim=1)` unpacks it."""
+
+    values: "Tensor"  # noqa: F821  (tensor.py's Tensor, which imports this file)
+    indices: "Tensor"  # noqa: F821
+
+
+def max_as_pytorch(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """PyTorch's max: with dim=, (values, indices) along that one axis (see _values_indices)."""
+    return _values_indices("max", np.argmax, x.max, x, axis, keepdims, dim, keepdim)
+
+
+def min_as_pytorch(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """PyTorch's min: with dim=, (values, indices) along that one axis (see _values_indices)."""
+    return _values_indices("min", np.argmin, x.min, x, axis, keepdims, dim, keepdim)
+
+
+def _values_indices(op, arg, values_only, x, axis, keepdims, dim, keepdim):
+    """PyTorch's max(dim=) or min(dim=): the index of the first extreme along dim, and the values
+    gathered there (so a tie's gradient goes to that one element, as in PyTorch). Without dim=
+    (keepdim= beside numpy's axis=), numpy's values only."""
+    if dim is None:
+        return values_only(axis, spelling(op, "keepdims", keepdims, "keepdim", keepdim, False))
+    spelling(op, "axis", axis, "dim", dim, None)  # both given is an error
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}: dim={dim!r} gives values and indices along one axis; for several, use axis=")
+    keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
+    dim = normalize_axis(op, dim, x.shape)
+    indices = _arg(op, arg, x, dim, keepdims=True)
+    values = _gather(x, dim, indices)
+    if not keepdims:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return ValuesIndices(values, x._constant(indices))
+
+
+def var_as_pytorch(x, axis=None, keepdims=None, *, ddof=None, dim=None, keepdim=None, correction=None, unbiased=None):
+    """PyTorch's var: with dim= the unbiased estimate, correction=1 (numpy's ddof), unless correction=
+    or unbiased= says otherwise; without dim=, numpy's population variance unless they say so."""
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError("var: give correction= or unbiased=, not both")
+        correction = int(bool(unbiased))
+    ddof = spelling("var", "ddof", ddof, "correction", correction, 0 if dim is None else 1)
+    axis = spelling("var", "axis", axis, "dim", dim, None)
+    return x.var(axis, spelling("var", "keepdims", keepdims, "keepdim", keepdim, False), ddof=ddof)
+
+
+def _positions(op, arg, x, axis, dim, keepdims, keepdim):
+    """argmax or argmin: positions as a tensor outside the graph."""
+    axis = spelling(op, "axis", axis, "dim", dim, None)
+    keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
+    return x._constant(_arg(op, arg, x, axis, keepdims))
+
+
+def _arg(op, arg, x, axis, keepdims):
+    """np.argmax or np.argmin over axis (an int or None) as int64, with the error of an empty axis."""
+    if axis is not None:
+        axis = normalize_axis(op, axis, x.shape)
+    if (x.shape[axis] if axis is not None else x.numel()) == 0:
+        where = "the tensor" if axis is None else f"axis {axis}"
+        raise ValueError(f"{op}: {where} of shape {x.shape} is empty")
+    return np.asarray(arg(x._data, axis=axis, keepdims=keepdims), dtype=np.int64)  # (axis None: a 0-d array)
+
+
+def _gather(x, axis, positions):
+    """y = x picked at `positions` along axis, e.g. y[i, j, k] = x[i, positions[i, j, k], k] for axis 1
+    (numpy's take_along_axis), as indexing, so that the gradient flows back to the picked elements."""
+    index = [np.arange(n).reshape([-1 if i == j else 1 for i in range(x.ndim)]) for j, n in enumerate(x.shape)]
+    index[axis] = positions
+    return x[tuple(index)]
+
+
+class PyTorchNames:
+    """The methods of Tensor that PyTorch names and numpy does not (see this file's docstring)."""
+
+    # --- shape ----------------------------------------------------------------------------------
+
+    def size(self, dim=None):
+        """The shape (a tuple), or with dim the length of that one axis (negative counts from the end).
+
+        PyTorch's meaning, where numpy's `size` is the number of elements: that is numel() here.
+        """
+        return self.shape if dim is None else self.shape[normalize_axis("size", dim, self.shape)]
+
+    def dim(self):
+        """The number of axes (PyTorch's name for ndim)."""
+        return self.ndim
+
+    def view(self, *shape):
+        """reshape, under PyTorch's name: view(B, T, -1), view((B, T, C)), view(-1).
+
+        PyTorch's view refuses memory that cannot be viewed in the new shape (a transposed tensor)
+        and asks for contiguous() first; numpy copies in that case, so here view never refuses.
+        """
+        return self._reshape("view", shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        """Axes start_dim to end_dim (both included) merged into one: (2, 3, 4).flatten(1) has shape (2, 12).
+        A 0-d tensor becomes shape (1,), as in PyTorch."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        a = normalize_axis("flatten", start_dim, self.shape)
+        b = normalize_axis("flatten", end_dim, self.shape)
+        if a > b:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} in shape {self.shape}")
+        return self.reshape(self.shape[:a] + (math.prod(self.shape[a : b + 1]),) + self.shape[b + 1 :])
+
+    def contiguous(self):
+        """This tensor with its memory in row-major (C) order: itself when it already is, as in PyTorch,
+        else a copy that is (in the graph, as clone).
+
+        Nothing in gradflow needs it: numpy computes on any layout, and view() works on a transposed
+        tensor too. It is here so that PyTorch code runs; it can still pay before many reads of a
+        transposed tensor, which then walk memory in order.
+        """
+        return self if self._data.flags.c_contiguous else self.clone()
+
+    def repeat(self, *sizes):
+        """The tensor tiled sizes[i] times along axis i (PyTorch's repeat, numpy's tile); extra leading
+        sizes add axes: a (2, 3) tensor .repeat(2, 1, 2) has shape (2, 2, 6).
+
+        Composed of a reshape that puts a size-1 axis before each axis, an expand along it, and a
+        reshape that merges each pair, so each element's gradient sums over its copies (expand's backward).
+        """
+        sizes = shape_arg(sizes, "repeat")
+        if len(sizes) < self.ndim or any(r < 0 for r in sizes):
+            raise ValueError(f"repeat: sizes {sizes} must be non-negative, at least one per axis of shape {self.shape}")
+        shape = (1,) * (len(sizes) - self.ndim) + self.shape
+        paired = self.reshape(tuple(n for s in shape for n in (1, s)))
+        copies = paired.expand(tuple(n for r, s in zip(sizes, shape) for n in (r, s)))
+        return copies.reshape(tuple(r * s for r, s in zip(sizes, shape)))
+
+    def split(self, size_or_sizes, axis=None, *, dim=None):
+        """Cut along axis (0 by default) into pieces of `size` (the last may be smaller) or of the
+        listed sizes, as PyTorch's split; a tuple of views, in the graph."""
+        axis = normalize_axis("split", spelling("split", "axis", axis, "dim", dim, 0), self.shape)
+        n = self.shape[axis]
+        if isinstance(size_or_sizes, (int, np.integer)) and not isinstance(size_or_sizes, bool):
+            if size_or_sizes <= 0:
+                raise ValueError(f"split: size must be positive, got {size_or_sizes}")
+            sizes = [min(size_or_sizes, n - start) for start in range(0, n, size_or_sizes)] or [0]
+        else:
+            sizes = list(size_or_sizes)
+            if sum(sizes) != n or any(s < 0 for s in sizes):
+                raise ValueError(
+                    f"split: sizes {sizes} do not add up to {n}, the size of axis {axis} of shape {self.shape}"
+                )
+        starts = np.cumsum([0] + sizes[:-1])
+        lead = (slice(None),) * axis
+        return tuple(self[lead + (slice(int(s), int(s) + size),)] for s, size in zip(starts, sizes))
+
+    def chunk(self, chunks, axis=None, *, dim=None):
+        """Cut along axis (0 by default) into `chunks` pieces of ceil(n / chunks) elements, the last
+        smaller, as PyTorch's chunk: so there may be fewer pieces (6 in 4 chunks gives 2, 2, 2)."""
+        axis = normalize_axis("chunk", spelling("chunk", "axis", axis, "dim", dim, 0), self.shape)
+        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive integer, got {chunks!r}")
+        n = self.shape[axis]
+        return self.split(-(-n // chunks) if n else [0] * chunks, axis)  # an empty axis: `chunks` empty pieces
+
+    # --- values ---------------------------------------------------------------------------------
+
+    def clamp(self, min=None, max=None):
+        """PyTorch's name for clip."""
+        return self.clip(min, max)
+
+    def argmax(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """Positions of the largest values along axis (of all elements for None), the first of ties; int64, outside
+        the graph."""
+        return _positions("argmax", np.argmax, self, axis, dim, keepdims, keepdim)
+
+    def argmin(self, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        """Positions of the smallest values along axis (see argmax)."""
+        return _positions("argmin", np.argmin, self, axis, dim, keepdims, keepdim)
+
+    def topk(self, k, axis=None, largest=True, sorted=True, *, dim=None):
+        """The k largest (or, largest=False, smallest) elements along axis (the last by default), largest
+        first: (values, indices), as PyTorch's topk. Ties come in index order.
+
+        values = x gathered at indices, so the gradient flows back through the index to the k chosen
+        elements. sorted=False is accepted; the result is sorted all the same (PyTorch leaves the order
+        unspecified then).
+        """
+        axis = normalize_axis("topk", spelling("topk", "axis", axis, "dim", dim, -1), self.shape)
+        n = self.shape[axis]
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+            raise ValueError(
+                f"topk: k must be an integer from 0 to {n}, the size of axis {axis} of shape {self.shape}; got {k!r}"
+            )
+        order = np.argsort(-self._data if largest else self._data, axis=axis, kind="stable")
+        indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
+        return ValuesIndices(_gather(self, axis, indices), self._constant(indices))
+
+    # --- dtype ----------------------------------------------------------------------------------
+    # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
+
+    def to(self, *args, dtype=None, device=None):
+        """This tensor in `dtype` (see astype): to(gf.float64), to(other) for other's dtype, to(dtype=...).
+
+        gradflow runs on numpy on the CPU: to("cpu") and device="cpu" change nothing, another device
+        is an error.
+        """
+        for a in args:
+            if isinstance(a, str):
+                device = a
+            else:
+                dtype = a.dtype if isinstance(a, PyTorchNames) else a  # (a Tensor: other's dtype)
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"to: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
+        return self if dtype is None else self.astype(as_dtype("to", dtype))
+
+    def type_as(self, other):
+        """This tensor in other's dtype (see astype)."""
+        return self.astype(other.dtype)
+
+    def double(self):
+        """In float64 (see astype)."""
+        return self.astype(float64)
+
+    def long(self):
+        """In int64, rounded toward zero, outside the graph."""
+        return self.astype(int64)
+
+    def float(self):
+        """In float32 (PyTorch's float is 32-bit; see astype)."""
+        return self.astype(float32)
+
+    def int(self):
+        """In int32, rounded toward zero, outside the graph."""
+        return self.astype(int32)
+
+    def bool(self):
+        """True where nonzero, outside the graph."""
+        return self.astype(bool_)
