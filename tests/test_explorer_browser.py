@@ -4,7 +4,7 @@ a fused attention op opens into its scores.
 
 Skipped without Chromium (/usr/bin/chromium, Debian's package) or playwright, unless
 GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also saves the
-pictures README.md shows, as docs/explorer-*.png.
+pictures docs/explorer.md shows, as docs/explorer-*.png.
 """
 
 import os

@@ -7,7 +7,7 @@ import gradflow as gf
 from gradflow.engine.autograd import Function, topological_order
 from gradflow.tools.gradcheck_table import CASES
 
-# Every differentiable name of the public API (README.md, "What is in the engine") must have a row in the table.
+# Every differentiable name of the public API (docs/engine.md, "What is in the engine") must have a row in the table.
 PUBLIC_DIFFERENTIABLE = """
 add sub mul div pow radd rsub rmul rtruediv rpow neg matmul exp log sqrt rsqrt abs tanh sigmoid
 relu gelu silu maximum minimum clip sum mean var max min logsumexp softmax log_softmax reshape
