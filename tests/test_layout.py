@@ -74,3 +74,90 @@ def test_importing_gradflow_loads_no_model():
     code = "import sys, gradflow; print(sorted(m for m in sys.modules if m.startswith('gradflow.models')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# --- the engine's walk reads in one screen ---------------------------------------------------------
+
+AUTOGRAD = PACKAGE / "engine" / "autograd.py"
+
+
+def complexity(function):
+    """Cyclomatic complexity as radon counts it: 1, plus one per if (and conditional expression), for,
+    while, except, assert and comprehension (and per `if` inside one), one per `else` of a for, while or
+    try, and one per extra operand of and/or. A function defined inside is a function of its own."""
+    count, todo = 1, list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+            count += 1
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            count += 1 + bool(node.orelse)
+        elif isinstance(node, ast.Try):
+            count += len(node.handlers) + bool(node.orelse)
+        elif isinstance(node, ast.BoolOp):
+            count += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            count += 1 + len(node.ifs)
+        elif isinstance(node, ast.Match):
+            count += sum(not (isinstance(c.pattern, ast.MatchAs) and c.pattern.pattern is None) for c in node.cases)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def autograd_function(qualname):
+    """The ast of a function of autograd.py, `backward` or `Function.apply`."""
+    body = ast.parse(AUTOGRAD.read_text()).body
+    *classes, name = qualname.split(".")
+    for cls in classes:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_complexity_is_counted_as_radon_counts_it():
+    source = '''
+def f(xs, y):
+    """if, for, while, except, and, or in words do not count"""
+    for x in xs:
+        if x and y or not x:
+            continue
+        elif x:
+            y = [a for a in xs if a if not a] + [b for b in xs]
+    while y:
+        y = y - 1 if y > 2 else 0
+    else:
+        pass
+    try:
+        assert y
+    except ValueError:
+        pass
+    except TypeError:
+        pass
+    else:
+        pass
+
+    def inner(z):
+        return z if z else None
+    return inner
+'''
+    # radon cc gives f 17: for 1, if 1, `and`/`or` 2, elif 1, two comprehensions 1 + 2 and 1, while 1 and
+    # its else 1, the conditional expression 1, assert 1, two excepts 2 and the try's else 1
+    assert complexity(ast.parse(source).body[0]) == 17
+
+
+def test_autograd_imports_no_tool():
+    """The tools that watch ops run attach at engine/hooks.py; the file a learner reads first knows none."""
+    for module in imported_modules(AUTOGRAD):
+        assert not module.startswith("gradflow.tools"), f"autograd.py imports {module}"
+        assert not module.startswith("gradflow.engine.anomaly"), f"autograd.py imports {module}"
+
+
+@pytest.mark.parametrize("qualname, most_lines, most_complexity", [("backward", 35, 10), ("Function.apply", 15, 8)])
+def test_the_walk_and_apply_read_in_one_screen(qualname, most_lines, most_complexity):
+    function = autograd_function(qualname)
+    lines = function.end_lineno - function.lineno + 1
+    assert lines <= most_lines, f"autograd.{qualname} is {lines} lines; at most {most_lines}"
+    assert complexity(function) <= most_complexity, (
+        f"autograd.{qualname} has cyclomatic complexity {complexity(function)}; at most {most_complexity}"
+    )

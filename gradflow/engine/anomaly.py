@@ -15,7 +15,7 @@ first bad op is NaN too, and the loss cannot say where it began. Inside `with de
 
 One infinity is not an anomaly: an op passing on an inf it was given by an input or a constant
 that is not a parameter, such as the -inf of an attention mask (whose softmax weights are 0).
-Off by default; when off it costs one check of a global flag per op and per backward step.
+Off by default. It is a watcher (engine/hooks.py): while it is off, the engine does not call it.
 """
 
 import functools
@@ -25,15 +25,35 @@ import os
 
 import numpy as np
 
-from gradflow.engine import autograd
-from gradflow.engine.autograd import describe, module_path
+from gradflow.engine.autograd import is_grad_enabled
+from gradflow.engine.hooks import Watcher, watching
+from gradflow.engine.naming import describe, module_path
 
 
 class AnomalyError(FloatingPointError):
     """A NaN or an infinity appeared in forward or backward; the message names the op that made it."""
 
 
-class detect_anomaly:
+class _Checks(Watcher):
+    """The checks below, at the moments the engine calls a watcher."""
+
+    def forward_ends(self, node, out):
+        check_forward(node, out)
+
+    def walk_begins(self, root, grad, order):
+        check_given_grad(grad)
+
+    def backward_begins(self, node, grad):
+        check_sum(node, grad)
+
+    def backward_ends(self, node, grads):
+        check_backward(node, grads)
+
+
+_CHECKS = _Checks()
+
+
+class detect_anomaly(watching):
     """Check every op's output and every gradient for NaN/inf (see the module's docstring).
 
     with gf.detect_anomaly():          # or as a decorator: @gf.detect_anomaly()
@@ -41,13 +61,8 @@ class detect_anomaly:
         loss.backward()
     """
 
-    def __enter__(self):
-        self._previous = autograd._anomaly
-        autograd._anomaly = True
-        return self
-
-    def __exit__(self, *exc):
-        autograd._anomaly = self._previous
+    def __init__(self):
+        super().__init__(_CHECKS)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -61,14 +76,14 @@ class detect_anomaly:
 # --- forward -----------------------------------------------------------------------------------
 
 
-def check_forward(ctx, out, tensors, params):
-    """Called by Function.apply with each op's output, before the output is handed on."""
+def check_forward(ctx, out):
+    """Each op's output, as soon as it is made, before it is handed on."""
     if ctx._recording:  # backward's message names the line that called the op: found now, while it runs
         ctx.created_at = user_line()
     if out.dtype.kind != "f" or np.isfinite(out).all():
         return
-    scope = autograd._scope
-    where = f"forward: {type(ctx).name} {_in(scope, autograd.is_grad_enabled())}"
+    tensors, params, scope = ctx.inputs, ctx.params, ctx.scope
+    where = f"forward: {type(ctx).name} {_in(scope, is_grad_enabled())}"
     tail = f"; input shapes {_shapes(tensors)}; called at {user_line()}"
     given = set()  # "NaN" and "inf", if the inputs and constants hold them
     for i, t in enumerate(tensors):
@@ -107,12 +122,9 @@ def check_given_grad(grad):
 
 
 def check_backward(node, grads):
-    """Called by backward with the gradients node's backward returned, one per input."""
+    """The gradients node's backward returned, one per input (None where the input needs none)."""
     for i, g in enumerate(grads):
-        if g is None or not node.needs_input_grad[i]:
-            continue
-        g = np.asarray(g)
-        if g.dtype.kind == "f" and not np.isfinite(g).all():
+        if g is not None and g.dtype.kind == "f" and not np.isfinite(g).all():
             t = node.inputs[i]
             raise AnomalyError(
                 f"detect_anomaly: backward: {node.name} {_in(node.scope, True)} returned {_words(_kinds(g))} in "
@@ -122,7 +134,9 @@ def check_backward(node, grads):
 
 
 def check_sum(node, grad):
-    """A tensor used several times gets the sum of their gradients: finite terms can still overflow."""
+    """The gradient reaching node's output, before its backward runs. Every gradient a backward returned
+    was checked, and so was the one given to backward(): a non-finite one here is a sum. A tensor used
+    several times gets the sum of their gradients, and finite terms can still overflow."""
     if grad.dtype.kind == "f" and not np.isfinite(grad).all():
         raise AnomalyError(
             f"detect_anomaly: backward: the gradients reaching the output of {node.name} "

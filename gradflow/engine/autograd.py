@@ -1,34 +1,42 @@
-"""Reverse-mode automatic differentiation: the Function base class, grad mode, and backward.
+"""Reverse-mode automatic differentiation: Function, an op and its node in the graph, and backward, the walk.
+
+Read this file first (README.md gives the reading order); next comes engine/ops/elementwise.py.
 
 Every differentiable op is a `Function` subclass with a static `forward(ctx, *arrays, **params)`
 that computes the output from numpy arrays, and a static `backward(ctx, grad)` that receives
-dL/d(output) and returns dL/d(input) for each positional input. Positional arguments of `apply`
-are the differentiable inputs (Tensors); keyword arguments are constants (axis, shape, mask).
+dL/d(output) and returns dL/d(input) for each positional input. `Op.apply(*tensors, **params)` runs
+forward and, when an input requires grad (and not under `no_grad`), records the op as a node: the
+output's `grad_fn`, which knows its inputs. Positional arguments of `apply` are the differentiable
+inputs (Tensors); keyword arguments are constants (axis, shape, mask).
 
-`backward()` visits the graph in reverse topological order, so a node runs only after every
-gradient flowing into its output has been summed:  dL/dx = sum over uses u of x of dL/du du/dx.
+`backward(root)` is the chain rule, node by node. A tensor x used by the ops u1, u2, ... gets
 
-Backward computes with the arrays forward saved, so they must still hold the forward pass's values
-when it runs. A node remembers the version of each input whose memory it saved, and backward
-refuses to run if one went up (an optimizer's step updates the parameters in place and counts it);
-while the node lives, writes into that memory through `tensor.data` are refused (SavedArray).
+    dL/dx = sum over the uses u of x of  dL/du * du/dx
 
-Read this file first (README.md gives the reading order); then engine/ops/elementwise.py.
+so the walk takes the nodes in topological order, root first: a node runs only after every use of
+its output has sent its share. At the node of each op u it pops dL/du (the sum of those shares),
+calls u's backward for dL/du * du/dx of each input x, adds that to x's sum (a leaf, such as a
+parameter, keeps its sum in `.grad`), and frees what u's forward saved.
+
+Three concerns sit beside the walk, each in its own file: the guards that keep what forward saved
+unchanged until backward uses it (saved.py), the names errors give ops, tensors and modules
+(naming.py), and the tools that watch ops run (gf.profile, gf.detect_anomaly, retain_grads below,
+module scopes), which attach at the engine's one extension point (hooks.py) and cost one check per op
+while none is on.
 """
 
 import functools
-import time
 import weakref
 
 import numpy as np
 
-from gradflow.engine.dtype import get_default_dtype
+from gradflow.engine import hooks
+from gradflow.engine.dtype import keep_dtype
+from gradflow.engine.hooks import watchers
+from gradflow.engine.naming import describe, op_error, op_name  # noqa: F401  (tensor.py reads autograd.describe)
+from gradflow.engine.saved import check_saved, guard_saved, viewed
 
 _grad_enabled = True
-_scope = ()  # the Modules whose forward is running, outermost first: recorded on each node for drawings
-_profiler = None  # set by gradflow.profile(): receives (op name, "forward" or "backward", seconds)
-_anomaly = False  # True inside gradflow.detect_anomaly(): every output and gradient is checked for NaN/inf
-_retain_all = False  # True inside retain_grads(): backward keeps every tensor's gradient, not only the leaves'
 
 
 def is_grad_enabled():
@@ -71,61 +79,6 @@ class enable_grad(_GradMode):
     enabled = True
 
 
-class module_scope:
-    """Ops recorded inside belong to `module` (and to the modules around it), for drawing the graph.
-
-    A class rather than a generator-based context manager: it is entered on every module call.
-    """
-
-    __slots__ = ("module", "previous")
-
-    def __init__(self, module):
-        self.module = module
-
-    def __enter__(self):
-        global _scope
-        self.previous, _scope = _scope, _scope + (self.module,)
-
-    def __exit__(self, *exc):
-        global _scope
-        _scope = self.previous
-
-
-class retain_grads:
-    """Inside the block, backward keeps the gradient of every tensor of the graph in its .grad, as if
-    each had called retain_grad(): for drawing and exploring a graph with a gradient on every arrow.
-
-        with gf.autograd.retain_grads():
-            loss.backward()
-    """
-
-    def __enter__(self):
-        global _retain_all
-        self.previous, _retain_all = _retain_all, True
-
-    def __exit__(self, *exc):
-        global _retain_all
-        _retain_all = self.previous
-
-
-def unbroadcast(grad, shape):
-    """Sum `grad` over the axes broadcasting created, so that it has `shape`.
-
-    If y = broadcast(x), each x element was copied to several y elements, so
-    dL/dx = sum of dL/dy over the copies: over the leading axes broadcasting added, and over the
-    axes where x had size 1. This is the one place broadcasting is undone for every op.
-    """
-    if grad.shape == shape:
-        return grad
-    extra = grad.ndim - len(shape)
-    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
-    return grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(shape)
-
-
-def _camel_to_snake(name):
-    return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(name))
-
-
 class Function:
     """Base class of every differentiable op; an instance is the op's node in the graph.
 
@@ -134,7 +87,8 @@ class Function:
     """
 
     name = None  # how errors and graph drawings call the op; defaults to the class name in snake_case
-    casts = False  # True for an op whose purpose is its output's dtype (Cast): exempt from _keep_dtype
+    casts = False  # True for an op whose purpose is its output's dtype (Cast): exempt from keep_dtype
+    scope = ()  # the modules whose forward ran the op, outermost first (naming.module_scope sets it)
     _saved = ()
     _saved_versions = ()  # (input index, input, its version) for each input whose memory forward saved
     _freed = False
@@ -143,7 +97,7 @@ class Function:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
-            cls.name = _camel_to_snake(cls.__name__)
+            cls.name = op_name(cls.__name__)
 
     @staticmethod
     def forward(ctx, *arrays, **params):
@@ -174,42 +128,17 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **params):
-        """Run forward on the inputs' arrays and, if any input requires grad, record the node."""
-        # (list comprehensions and _requires_grad: this runs for every op, so each microsecond counts)
-        tensors = tuple([x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs])
-        arrays = [None if t is None else t._data for t in tensors]  # _data: the array itself, unguarded
+        """y = forward(the inputs' arrays); if an input needs a gradient, y.grad_fn is this node."""
         ctx = cls()
-        if _grad_enabled:
-            ctx.needs_input_grad = needs = tuple([t is not None and t._requires_grad for t in tensors])
-            ctx._recording = True in needs
-        else:  # under no_grad nothing is recorded: skip asking each input (decoding runs ~900 ops a token)
-            ctx.needs_input_grad, ctx._recording = (False,) * len(tensors), False
-        start = _profiler and time.perf_counter()
-        try:
-            out = cls.forward(ctx, *arrays, **params)
-        except (ValueError, IndexError, TypeError) as e:
-            raise _op_error(cls.name, e, tensors) from None
-        if _profiler:
-            _profiler.record(cls.name, "forward", time.perf_counter() - start)
-        out = out if type(out) is np.ndarray else np.asarray(out)
-        if not cls.casts:
-            out = _keep_dtype(out, arrays)
-        if _anomaly:
-            anomaly.check_forward(ctx, out, tensors, params)
-        if not ctx._recording:
-            result = Tensor._make(out, requires_grad=False, grad_fn=None)
-            if out.base is not None:  # a view counts in-place changes in its base's version, as with a graph
-                result._base = _viewed(out, tensors, arrays)
-            return result
-        ctx.inputs = tensors
-        ctx.params = params
-        ctx.scope = _scope
-        result = Tensor._make(out, requires_grad=True, grad_fn=ctx)
+        ctx.inputs, arrays, ctx.needs_input_grad = _inputs(inputs)
+        ctx.params, ctx._recording = params, True in ctx.needs_input_grad
+        out = hooks.forward(_output, ctx, arrays) if watchers else _output(ctx, arrays)
+        y = Tensor._make(out, ctx._recording, ctx if ctx._recording else None)
         if out.base is not None:  # a view (reshape, transpose, slice) shares its input's memory, and its guards
-            result._base = _viewed(out, tensors, arrays)
-        if ctx._saved:
-            _guard_saved(ctx, arrays, result)
-        return result
+            y._base = viewed(out, ctx.inputs, arrays)
+        if ctx._saved:  # backward will need these arrays as forward saw them
+            guard_saved(ctx, arrays, y)
+        return y
 
     def _release(self):
         """Free what forward saved; keep the graph's structure so it can still be drawn."""
@@ -222,98 +151,25 @@ class Function:
         return f"<{self.name}>"
 
 
-def _same_memory(s, a):
-    """True if array s is array a or a view of a's memory (numpy's .base is the array owning the memory)."""
-    return s is a or s.base is a or (a.base is not None and s.base is a.base and np.may_share_memory(s, a))
+def _inputs(inputs):
+    """apply's inputs as Tensors (a number or an array becomes one), their arrays, and which of them
+    need a gradient (none under no_grad, where nothing is recorded)."""
+    # (list comprehensions and _requires_grad: this runs for every op, so each microsecond counts)
+    tensors = tuple([x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs])
+    arrays = [None if t is None else t._data for t in tensors]  # _data: the array itself, unguarded
+    if not _grad_enabled:  # without asking each input (decoding runs ~900 ops a token)
+        return tensors, arrays, (False,) * len(tensors)
+    return tensors, arrays, tuple([t is not None and t._requires_grad for t in tensors])
 
 
-def _viewed(out, tensors, arrays):
-    """The tensor whose memory `out` views, when it is an input's (None if it is another array's)."""
-    for t, a in zip(tensors, arrays):
-        if a is not None and _same_memory(out, a):
-            return t if t._base is None else t._base
-    return None
-
-
-def _guard_saved(ctx, arrays, out):
-    """Guard the memory forward saved, of inputs or of the output, until backward has used it.
-
-    backward computes with the saved arrays, so they must still hold the forward pass's values:
-    each saved input's version is remembered, for backward to compare (an optimizer's in-place
-    update raises it), and writes through `.data` are refused while this node lives (Tensor.data).
-    A saved output's version is remembered too, through a weak reference: the node must not keep
-    its own output alive, and once nothing holds the output nothing can write into it.
-    """
-    saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
-    versions = []
-    for i, (t, a) in enumerate(zip(ctx.inputs, arrays)):
-        if a is not None and any(_same_memory(s, a) for s in saved):
-            versions.append((i, t, t.version))
-            t._hold(ctx, i)
-    if any(_same_memory(s, out._data) for s in saved):  # softmax and exp save their output
-        out._hold(ctx, None)
-        versions.append((None, weakref.ref(out), out.version))
-    ctx._saved_versions = tuple(versions)
-
-
-def describe(t, scope=()):
-    """How errors name a tensor: 'weight of shape (4, 3)' (its .name, or its name as a parameter of the
-    modules in `scope`), else 'a tensor of shape (4, 3)'; a view also names the tensor it views."""
-    name = t.name or _parameter_name(t, scope)
-    text = f"{name} of shape {t.shape}" if name else f"a tensor of shape {t.shape}"
-    return text if t._base is None else f"{text}, a view of {describe(t._base, scope)}"
-
-
-def _parameter_name(t, scope):
-    """t's dotted name among the parameters of the modules in scope (outermost first), or None. The
-    op's own module is searched first, so a shared weight is called by the name it has there."""
-    if not scope:
-        return None
-    tree = list(scope[0].named_modules())
-    prefixes = {id(m): prefix for prefix, m in tree}
-    for m in [*reversed(scope), *(m for _, m in tree)]:
-        for name, p in m._parameters.items():
-            if p is t:
-                prefix = prefixes.get(id(m), "")
-                return f"{prefix}.{name}" if prefix else name
-    return None
-
-
-def module_path(scope):
-    """The dotted name of the innermost module of `scope` in the outermost one (e.g. blocks.2.attn),
-    the outermost's class name for an op in its own forward, None outside any module."""
-    if not scope:
-        return None
-    names = {id(m): name for name, m in scope[0].named_modules()}
-    return names.get(id(scope[-1])) or type(scope[0]).__name__
-
-
-def _op_error(name, error, tensors):
-    """Re-raise a numpy error as the op's own, naming the op and its input shapes."""
-    message = str(error)
-    if not message.startswith(f"{name}:"):
-        shapes = ", ".join("None" if t is None else str(t.shape) for t in tensors)
-        message = f"{name}: {message} (input shapes {shapes})"
-    if isinstance(error, IndexError) and not isinstance(error, ValueError):
-        return IndexError(message)
-    return (ValueError if isinstance(error, ValueError) else TypeError)(message)
-
-
-def _keep_dtype(out, arrays):
-    """Results stay in the inputs' float dtype.
-
-    numpy 2 promotes float32 with a float64 scalar or constant to float64 without a word; an
-    op's result is cast back to the widest float dtype of its inputs (integer inputs that produce
-    floats, as in the mean of token ids, give the default float dtype).
-    """
-    if out.dtype.kind != "f":
-        return out
-    dtype = None
-    for a in arrays:
-        if a is not None and a.dtype.kind == "f" and (dtype is None or a.dtype.itemsize > dtype.itemsize):
-            dtype = a.dtype
-    dtype = dtype or get_default_dtype()
-    return out if out.dtype == dtype else out.astype(dtype)
+def _output(ctx, arrays):
+    """The op's output array, in its inputs' float dtype; a numpy error inside forward, as the op's own."""
+    try:
+        out = type(ctx).forward(ctx, *arrays, **ctx.params)
+    except (ValueError, IndexError, TypeError) as e:
+        raise op_error(ctx.name, e, ctx.inputs) from None
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    return out if ctx.casts else keep_dtype(out, arrays)
 
 
 def topological_order(root):
@@ -340,82 +196,41 @@ def topological_order(root):
 
 
 def backward(root, grad=None, retain_graph=False):
-    """Accumulate d(root)/d(leaf), times `grad`, into every leaf's `.grad`."""
-    if not root.requires_grad:
-        raise RuntimeError(
-            "backward: this tensor does not require grad and has no graph to differentiate: "
-            "create its inputs with requires_grad=True (and outside no_grad)"
-        )
-    if grad is None:
-        if root.numel() != 1:
-            raise ValueError(
-                f"backward: the gradient can only be implied for a one-element output, "
-                f"this one has shape {root.shape}: pass grad= of that shape, or reduce it first (e.g. .sum())"
-            )
-        grad = np.ones(root.shape, dtype=root.dtype)
-    else:
-        grad = np.asarray(grad)
-        if grad.shape != root.shape:
-            raise ValueError(f"backward: grad has shape {grad.shape} but the output has shape {root.shape}")
-        grad = grad.astype(root.dtype, copy=False)
-    if root.grad_fn is None:
+    """Accumulate d(root)/d(leaf), times `grad`, into every leaf's `.grad`: the chain rule, node by node."""
+    grad = _root_grad(root, grad)
+    if root.grad_fn is None:  # root is a leaf: its gradient is the one given
         root._accumulate_grad(grad)
         return
-
-    if _anomaly:
-        anomaly.check_given_grad(grad)
-    pending = {root.grad_fn: grad}
     order = topological_order(root.grad_fn)
-    if _retain_all:  # each op's output is its root or an input of a later op: keep each one's gradient
-        set_retained(root.grad_fn, root)
-        for node in order:
-            for t in node.inputs:
-                if t is not None and t.grad_fn is not None:
-                    set_retained(t.grad_fn, t)
-    for node in order:
+    hooks.walk_begins(root, grad, order)
+    pending = {root.grad_fn: grad}  # node -> dL/d(its output), summed over the uses visited so far
+    for node in order:  # every use of a node's output comes before it: its gradient is complete
         grad = pending.pop(node, None)
-        if grad is None:  # nothing flowed here (its output's gradient was None)
-            if not retain_graph:
-                node._release()
-            continue
-        if node._freed:
-            raise RuntimeError(
-                f"backward: trying to backward through the graph a second time, but {node.name} freed its "
-                "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
-            )
-        for i, t, version in node._saved_versions:
-            t = t() if i is None else t  # the output, weakly held (see _guard_saved)
-            if t is not None and t.version != version:
-                role = "output" if i is None else f"input {i}"
-                raise RuntimeError(
-                    f"backward: {node.name}'s saved {role} ({describe(t, node.scope)}) was modified in place "
-                    f"after the forward pass (version {version}, now {t.version}); backward needs the values the "
-                    "forward pass used: run the forward pass again after changing them (optimizer.step() "
-                    "changes every parameter)"
-                )
-        retained = node._retained and node._retained()
-        if retained is not None:
-            retained._accumulate_grad(grad)
-        start = _profiler and time.perf_counter()
-        input_grads = _as_grad_tuple(node, type(node).backward(node, grad))
-        if _profiler:
-            _profiler.record(node.name, "backward", time.perf_counter() - start)
-        if _anomaly:
-            anomaly.check_backward(node, input_grads)
-        for i, (t, g) in enumerate(zip(node.inputs, input_grads)):
-            if g is None or not node.needs_input_grad[i]:
-                continue
-            g = _input_grad(node, i, t, g)
-            if t.grad_fn is None:
-                t._accumulate_grad(g)
-            elif t.grad_fn in pending:
-                pending[t.grad_fn] = pending[t.grad_fn] + g
-                if _anomaly:
-                    anomaly.check_sum(t.grad_fn, pending[t.grad_fn])
-            else:
-                pending[t.grad_fn] = g
-        if not retain_graph:
+        if grad is not None:  # (None: no gradient flowed into this node's output)
+            check_saved(node)  # what its forward saved is still there, unchanged (saved.py)
+            _keep_retained(node, grad)
+            grads = hooks.backward(_input_grads, node, grad) if watchers else _input_grads(node, grad)
+            for t, g in zip(node.inputs, grads):
+                if g is None:
+                    continue
+                if t.grad_fn is None:  # a leaf: its .grad sums the gradients of every path to it
+                    t._accumulate_grad(g)
+                elif t.grad_fn in pending:  # t has several uses: dL/dt sums over them
+                    pending[t.grad_fn] = pending[t.grad_fn] + g
+                else:
+                    pending[t.grad_fn] = g
+        if not retain_graph:  # free what forward saved; the graph's structure stays, for drawings
             node._release()
+
+
+def _input_grads(node, grad):
+    """node's backward: from dL/d(output), dL/d(input) for each input, in its shape and dtype (None where
+    the input needs none)."""
+    grads = _as_grad_tuple(node, type(node).backward(node, grad))
+    return [
+        None if g is None or not node.needs_input_grad[i] else _input_grad(node, i, t, g)
+        for i, (t, g) in enumerate(zip(node.inputs, grads))
+    ]
 
 
 def _as_grad_tuple(node, grads):
@@ -449,10 +264,81 @@ def _input_grad(node, i, t, g):
     return unbroadcast(g, t.shape).astype(t.dtype, copy=False)
 
 
+def unbroadcast(grad, shape):
+    """Sum `grad` over the axes broadcasting created, so that it has `shape`.
+
+    If y = broadcast(x), each x element was copied to several y elements, so
+    dL/dx = sum of dL/dy over the copies: over the leading axes broadcasting added, and over the
+    axes where x had size 1. This is the one place broadcasting is undone for every op.
+    """
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
+    return grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(shape)
+
+
+def _root_grad(root, grad):
+    """dL/d(root), where the walk starts: `grad`, checked against root, or 1 for a one-element root."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no graph to differentiate: "
+            "create its inputs with requires_grad=True (and outside no_grad)"
+        )
+    if grad is None:
+        if root.numel() != 1:
+            raise ValueError(
+                f"backward: the gradient can only be implied for a one-element output, "
+                f"this one has shape {root.shape}: pass grad= of that shape, or reduce it first (e.g. .sum())"
+            )
+        return np.ones(root.shape, dtype=root.dtype)
+    grad = np.asarray(grad)
+    if grad.shape != root.shape:
+        raise ValueError(f"backward: grad has shape {grad.shape} but the output has shape {root.shape}")
+    return grad.astype(root.dtype, copy=False)
+
+
+# --- gradients of tensors that are not leaves ---------------------------------------------------
+
+
 def set_retained(node, tensor):
     """Make backward store the gradient of `tensor`, the output of `node`, in `tensor.grad`."""
     node._retained = weakref.ref(tensor)
 
 
-from gradflow.engine import anomaly  # noqa: E402  (anomaly.py uses this module's helpers)
-from gradflow.engine.tensor import Tensor  # noqa: E402  (tensor.py imports this module first)
+def _keep_retained(node, grad):
+    """Store dL/d(node's output) in the output's .grad, if it asked to keep it (Tensor.retain_grad)."""
+    retained = node._retained and node._retained()
+    if retained is not None:
+        retained._accumulate_grad(grad)
+
+
+class _RetainAll(hooks.Watcher):
+    """Before the walk, every node's output asks to keep its gradient: each is the root or an input of
+    a later node."""
+
+    def walk_begins(self, root, grad, order):
+        set_retained(root.grad_fn, root)
+        for node in order:
+            for t in node.inputs:
+                if t is not None and t.grad_fn is not None:
+                    set_retained(t.grad_fn, t)
+
+
+class retain_grads(hooks.watching):
+    """Inside the block, backward keeps the gradient of every tensor of the graph in its .grad, as if
+    each had called retain_grad(): for drawing and exploring a graph with a gradient on every arrow.
+
+        with gf.autograd.retain_grads():
+            loss.backward()
+    """
+
+    def __init__(self):
+        super().__init__(_RETAIN_ALL)
+
+
+_RETAIN_ALL = _RetainAll()
+
+# apply makes Tensors, and Tensor's operators apply Functions: each module needs the other. tensor.py
+# imports this module before it defines Tensor, so Tensor is imported here, once Function exists.
+from gradflow.engine.tensor import Tensor  # noqa: E402

@@ -5,7 +5,8 @@ array keeps its own dtype, as `torch.tensor` does. Gradients are only defined fo
 float64; integer tensors hold token ids and bool tensors masks. The names are numpy dtypes, so
 `gf.zeros(3, dtype=gf.long)` and `np.zeros(3, dtype=gf.long)` mean the same; gradflow exports
 PyTorch's aliases of them too (gf.float is float32, gf.double float64, gf.long int64, gf.int int32).
-There is no float16: numpy computes it slowly and gradients in it are not checked here.
+There is no float16: numpy computes it slowly and gradients in it are not checked here. An op's
+result keeps its inputs' float dtype (keep_dtype), whatever numpy would promote it to.
 """
 
 import numpy as np
@@ -48,3 +49,20 @@ def as_dtype(op, dtype):
     if dtype.kind not in "biu" and dtype not in FLOAT_DTYPES:
         raise TypeError(f"{op}: gradflow's tensors hold float32, float64, integers or bool, not {dtype}")
     return dtype
+
+
+def keep_dtype(out, arrays):
+    """An op's result `out` in its inputs' float dtype: the widest float dtype of `arrays`.
+
+    numpy 2 promotes float32 with a float64 scalar or constant to float64 without a word; an op's
+    result is cast back (integer inputs that produce floats, as in the mean of token ids, give the
+    default float dtype).
+    """
+    if out.dtype.kind != "f":
+        return out
+    dtype = None
+    for a in arrays:
+        if a is not None and a.dtype.kind == "f" and (dtype is None or a.dtype.itemsize > dtype.itemsize):
+            dtype = a.dtype
+    dtype = dtype or _default
+    return out if out.dtype == dtype else out.astype(dtype)

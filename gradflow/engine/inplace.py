@@ -15,6 +15,7 @@ import numpy as np
 
 from gradflow.engine import autograd
 from gradflow.engine.checks import broadcast_shape
+from gradflow.engine.naming import describe
 from gradflow.engine.rng import generator
 
 
@@ -32,7 +33,7 @@ class InPlace:
             self._refuse_while_recording(op, sources)
         if not self._data.flags.writeable:
             raise ValueError(
-                f"{op}: the memory of {autograd.describe(self)} is read-only (an expand()ed tensor, or a "
+                f"{op}: the memory of {describe(self)} is read-only (an expand()ed tensor, or a "
                 "read-only numpy array); change a copy of it instead (x = x.clone())"
             )
         new = np.asarray(compute())
@@ -53,13 +54,13 @@ class InPlace:
     def _refuse_while_recording(self, op, sources):
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(
-                f"{op}: {autograd.describe(self)} is a leaf that requires grad, and an in-place change would be "
+                f"{op}: {describe(self)} is a leaf that requires grad, and an in-place change would be "
                 "hidden from backward; to update it (an optimizer's step, a weight init), wrap it in "
                 "`with gf.no_grad():`"
             )
         if self.requires_grad:
             raise RuntimeError(
-                f"{op}: {autograd.describe(self)} is the output of {self.grad_fn.name} in the graph being "
+                f"{op}: {describe(self)} is the output of {self.grad_fn.name} in the graph being "
                 "recorded, and gradflow does not record in-place changes; write it out of place "
                 "(x = x + y for x.add_(y), x = x.masked_fill(m, v) for x.masked_fill_(m, v))"
             )

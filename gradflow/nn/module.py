@@ -9,8 +9,9 @@ but does not learn, such as a fixed mask: saved in the state dict unless non-per
 
 import numpy as np
 
-from gradflow.engine.autograd import is_grad_enabled, module_scope
+from gradflow.engine.autograd import is_grad_enabled
 from gradflow.engine.dtype import FLOAT_DTYPES, is_float
+from gradflow.engine.naming import module_scope
 from gradflow.engine.tensor import Tensor, as_tensor
 
 

@@ -4,21 +4,37 @@ with gf.profile() as prof:
     loss = model(x, y)[1]
     loss.backward()
 print(prof.table())
+
+The profiler is a watcher (engine/hooks.py): the engine calls it as each op's forward and each
+node's backward begins and ends, only while a profile block is open.
 """
 
 import contextlib
 import time
 from collections import defaultdict
 
-from gradflow.engine import autograd
+from gradflow.engine.hooks import Watcher, watching
 
 
-class Profiler:
+class Profiler(Watcher):
     def __init__(self):
         self.seconds = defaultdict(float)  # (op, "forward" | "backward") -> seconds
         self.calls = defaultdict(int)
         self.started = time.perf_counter()
         self.wall = None
+        self._begun = []  # perf_counter() at the start of each op or node running now
+
+    def forward_begins(self, node):
+        self._begun.append(time.perf_counter())
+
+    def forward_ends(self, node, out):
+        self.record(node.name, "forward", time.perf_counter() - self._begun.pop())
+
+    def backward_begins(self, node, grad):
+        self._begun.append(time.perf_counter())
+
+    def backward_ends(self, node, grads):
+        self.record(node.name, "backward", time.perf_counter() - self._begun.pop())
 
     def record(self, op, phase, seconds):
         self.seconds[op, phase] += seconds
@@ -52,9 +68,8 @@ class Profiler:
 def profile():
     """Time every op's forward and backward inside the block (the rest is engine and Python overhead)."""
     profiler = Profiler()
-    previous, autograd._profiler = autograd._profiler, profiler
     try:
-        yield profiler
+        with watching(profiler):
+            yield profiler
     finally:
-        autograd._profiler = previous
         profiler.wall = time.perf_counter() - profiler.started
