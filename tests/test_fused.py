@@ -122,6 +122,7 @@ def test_fused_ops_are_one_node():
     assert F.softmax(x).grad_fn.inputs == (x,)
     assert F.cross_entropy(x, np.array([0, 1, 2])).grad_fn.name == "cross_entropy"
     assert F.layer_norm(x).grad_fn.name == "layer_norm"
+    assert F.rms_norm(x).grad_fn.name == "rms_norm"  # a run of capitals is one word, as in the math
 
 
 @pytest.mark.parametrize("causal", [False, True])
