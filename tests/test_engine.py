@@ -250,7 +250,8 @@ def test_astype_casts_floats_in_the_graph_and_integers_outside_it():
         x.astype(np.float16)
 
 
-# Every op a Tensor method records, beside a call that records it: x, y of shape (2, 3), m a mask of x's shape
+# Every op a Tensor method or a gradflow function records, beside a call that records it: x, y of shape
+# (2, 3), m a mask of x's shape
 RECORDS = [
     ("x + y", "Add"), ("1 - x", "Sub"), ("x * y", "Mul"), ("x / 2", "Div"), ("x ** 2", "Pow"),
     ("x @ y.T", "Matmul"), ("-x", "Neg"), ("x.exp()", "Exp"), ("x.abs().log()", "Log"),
@@ -261,13 +262,15 @@ RECORDS = [
     ("x.min(axis=0)", "Min"), ("x.logsumexp(1)", "LogSumExp"), ("x.softmax()", "Softmax"),
     ("x.log_softmax(dim=0)", "LogSoftmax"), ("x.view(-1)", "Reshape"), ("x.clone()", "Copy"),
     ("x.permute(1, 0)", "Permute"), ("x[:1].expand(2, 3)", "Expand"), ("x[0]", "Index"),
-    ("x.masked_fill(m, 0.0)", "MaskedFill"), ("x.double()", "Cast"),
+    ("x.masked_fill(m, 0.0)", "MaskedFill"), ("x.double()", "Cast"), ("gf.where(m, x, y)", "Where"),
+    ("gf.cat([x, y])", "Cat"), ("gf.stack([x, y])", "Stack"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("call, op", RECORDS)
 def test_every_op_a_tensor_method_records_runs_the_kernel_of_the_tier_in_use(call, op):
-    """A kernel the fast tier offers for any op serves the Tensor methods too (kernels.kernel)."""
+    """A kernel the fast tier offers for any op serves the Tensor methods and gradflow's functions
+    too (kernels.kernel), as it serves nn.functional."""
     from gradflow import fast
     from gradflow.engine import kernels, ops
     from gradflow.engine.ops import shape
@@ -287,7 +290,7 @@ def test_every_op_a_tensor_method_records_runs_the_kernel_of_the_tier_in_use(cal
     kernels.offer({**fast.REPLACES, plain: Spy})
     try:
         with gf.use_kernels("fast"):
-            out = eval(call, {}, {"x": x, "y": y, "m": x.data > 0})
+            out = eval(call, {"gf": gf}, {"x": x, "y": y, "m": x.data > 0})
     finally:
         kernels.offer(fast.REPLACES)
     assert ran == [plain] and type(out.grad_fn) is Spy

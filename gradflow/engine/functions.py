@@ -2,12 +2,14 @@
 PyTorch also spells as functions (torch.topk(x, k) is x.topk(k)): topk, argmax, argmin, numel.
 
 Where a function takes an axis, numpy's axis= and PyTorch's dim= are both accepted (not both at once).
+Each op runs as the Tensor methods run theirs, as kernel(op).apply(...) (see tensor.py).
 """
 
 import numpy as np
 
 from gradflow.engine import ops
 from gradflow.engine.checks import broadcast_shape, normalize_axis, spelling
+from gradflow.engine.kernels import kernel
 from gradflow.engine.tensor import Tensor, _binary, _lift, as_tensor
 
 
@@ -19,7 +21,7 @@ def where(cond, a, b):
     a = _lift(a, b) if isinstance(b, Tensor) else as_tensor(a)
     b = _lift(b, a)
     broadcast_shape("where", cond.shape, a.shape, b.shape)
-    return ops.Where.apply(a, b, cond=cond)
+    return kernel(ops.Where).apply(a, b, cond=cond)
 
 
 def _check_joinable(op, tensors):
@@ -39,7 +41,7 @@ def cat(tensors, axis=None, *, dim=None):
             raise ValueError(
                 f"cat: tensor {i} has shape {t.shape}, which differs from {first} outside axis {axis} (shapes {shapes})"
             )
-    return ops.Cat.apply(*tensors, axis=axis)
+    return kernel(ops.Cat).apply(*tensors, axis=axis)
 
 
 def stack(tensors, axis=None, *, dim=None):
@@ -50,7 +52,7 @@ def stack(tensors, axis=None, *, dim=None):
     for i, t in enumerate(tensors):
         if t.shape != first:
             raise ValueError(f"stack: tensor {i} has shape {t.shape}, but tensor 0 has shape {first}")
-    return ops.Stack.apply(*tensors, axis=axis)
+    return kernel(ops.Stack).apply(*tensors, axis=axis)
 
 
 def split(x, size_or_sizes, axis=None, *, dim=None):

@@ -2,7 +2,10 @@
 
 A tensor made by an op keeps that op's node in `grad_fn`; the node keeps its input tensors. That
 chain of nodes is the computation graph that `backward()` walks from the output to the leaves.
-Every operator and method here only checks its arguments and runs one op, through `_apply`.
+Every operator and method here only checks its arguments and runs one op of engine/ops, always
+as `kernel(op).apply(...)`: kernels.kernel names the class that runs the op in the tier in use, the
+plain op itself (what a learner steps into) or the fast tier's kernel that replaces it. So no method
+is special: a kernel added to the fast tier serves the Tensor methods as it serves nn.functional.
 
 This file speaks numpy's language (axis=, keepdims=, astype). Beside it: tensor_torch.py gives the
 same methods PyTorch's names and keywords (dim=, keepdim=, size(), view, float(), ...), inplace.py
@@ -55,16 +58,6 @@ def as_tensor(x):
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
-def _apply(op, *inputs, **params):
-    """Run `op`, a plain op of engine/ops, on the inputs: every method that records an op does it here.
-
-    kernels.py says which class runs it: the op itself (the plain tier, what a learner steps into),
-    or the fast tier's kernel that replaces it; so a kernel added to the fast tier serves the Tensor
-    methods as it serves nn.functional, and no method is special.
-    """
-    return kernel(op).apply(*inputs, **params)
-
-
 def _lift(x, other):
     """x as a Tensor; a Python or numpy scalar takes `other`'s dtype, as in PyTorch.
 
@@ -84,7 +77,7 @@ def _binary(op, a, b):
     a, b = _lift(a, b), _lift(b, a)
     if a.shape != b.shape:
         broadcast_shape(op.name, a.shape, b.shape)
-    return _apply(op, a, b)
+    return kernel(op).apply(a, b)
 
 
 def _index_arg(index):
@@ -347,7 +340,7 @@ class Tensor(PyTorchNames, InPlace):
         return matmul(other, self)
 
     def __neg__(self):
-        return _apply(ops.Neg, self)
+        return kernel(ops.Neg).apply(self)
 
     def __pos__(self):
         return self
@@ -380,37 +373,37 @@ class Tensor(PyTorchNames, InPlace):
     # --- elementwise functions ------------------------------------------------------------------
 
     def neg(self):
-        return _apply(ops.Neg, self)
+        return kernel(ops.Neg).apply(self)
 
     def exp(self):
-        return _apply(ops.Exp, self)
+        return kernel(ops.Exp).apply(self)
 
     def log(self):
-        return _apply(ops.Log, self)
+        return kernel(ops.Log).apply(self)
 
     def sqrt(self):
-        return _apply(ops.Sqrt, self)
+        return kernel(ops.Sqrt).apply(self)
 
     def rsqrt(self):
-        return _apply(ops.Rsqrt, self)
+        return kernel(ops.Rsqrt).apply(self)
 
     def abs(self):
-        return _apply(ops.Abs, self)
+        return kernel(ops.Abs).apply(self)
 
     def tanh(self):
-        return _apply(ops.Tanh, self)
+        return kernel(ops.Tanh).apply(self)
 
     def sigmoid(self):
-        return _apply(ops.Sigmoid, self)
+        return kernel(ops.Sigmoid).apply(self)
 
     def relu(self):
-        return _apply(ops.Relu, self)
+        return kernel(ops.Relu).apply(self)
 
     def gelu(self):
-        return _apply(ops.Gelu, self)
+        return kernel(ops.Gelu).apply(self)
 
     def silu(self):
-        return _apply(ops.Silu, self)
+        return kernel(ops.Silu).apply(self)
 
     def maximum(self, other):
         return _binary(ops.Maximum, self, other)
@@ -424,12 +417,12 @@ class Tensor(PyTorchNames, InPlace):
             raise ValueError("clip: give min, max or both")
         if min is not None and max is not None and min > max:
             raise ValueError(f"clip: min {min} is greater than max {max}")
-        return _apply(ops.Clip, self, lo=min, hi=max)
+        return kernel(ops.Clip).apply(self, lo=min, hi=max)
 
     # --- reductions over axis: an int, a tuple, or None for every axis --------------------------
 
     def _reduce(self, name, op, axis, keepdims, **params):
-        return _apply(op, self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
+        return kernel(op).apply(self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
 
     @pytorch_keywords
     def sum(self, axis=None, keepdims=False):
@@ -469,11 +462,11 @@ class Tensor(PyTorchNames, InPlace):
 
     @pytorch_keywords
     def softmax(self, axis=-1):
-        return _apply(ops.Softmax, self, axis=normalize_axis("softmax", axis, self.shape))
+        return kernel(ops.Softmax).apply(self, axis=normalize_axis("softmax", axis, self.shape))
 
     @pytorch_keywords
     def log_softmax(self, axis=-1):
-        return _apply(ops.LogSoftmax, self, axis=normalize_axis("log_softmax", axis, self.shape))
+        return kernel(ops.LogSoftmax).apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
 
     # --- shape ----------------------------------------------------------------------------------
 
@@ -492,11 +485,11 @@ class Tensor(PyTorchNames, InPlace):
             bad = known != n if free == 0 else (known == 0 or n % known != 0)
         if bad:
             raise ValueError(f"{op}: cannot reshape a tensor of shape {self.shape} ({n} elements) into shape {shape}")
-        return _apply(ops.Reshape, self, shape=shape)
+        return kernel(ops.Reshape).apply(self, shape=shape)
 
     def clone(self):
         """A copy in memory of its own, in the graph:  y = x,  dL/dx = dL/dy."""
-        return _apply(Copy, self)
+        return kernel(Copy).apply(self)
 
     def permute(self, *axes):
         """Reorder all axes: y.shape[i] = x.shape[axes[i]] (PyTorch's permute)."""
@@ -505,7 +498,7 @@ class Tensor(PyTorchNames, InPlace):
             raise ValueError(
                 f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}"
             )
-        return _apply(ops.Permute, self, axes=tuple(a % self.ndim for a in axes))
+        return kernel(ops.Permute).apply(self, axes=tuple(a % self.ndim for a in axes))
 
     @pytorch_keywords
     def transpose(self, axis0=None, axis1=None):
@@ -516,7 +509,7 @@ class Tensor(PyTorchNames, InPlace):
         b = normalize_axis("transpose", axis1, self.shape)
         axes = list(range(self.ndim))
         axes[a], axes[b] = b, a
-        return _apply(ops.Permute, self, axes=tuple(axes))
+        return kernel(ops.Permute).apply(self, axes=tuple(axes))
 
     def swapaxes(self, axis0, axis1):
         return self.transpose(axis0, axis1)
@@ -524,7 +517,7 @@ class Tensor(PyTorchNames, InPlace):
     @property
     def T(self):
         """All axes reversed."""
-        return _apply(ops.Permute, self, axes=tuple(reversed(range(self.ndim))))
+        return kernel(ops.Permute).apply(self, axes=tuple(reversed(range(self.ndim))))
 
     @pytorch_keywords
     def squeeze(self, axis=None):
@@ -535,7 +528,7 @@ class Tensor(PyTorchNames, InPlace):
         for a in axes:
             if self.shape[a] != 1:
                 raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
-        return _apply(ops.Reshape, self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
+        return kernel(ops.Reshape).apply(self, shape=tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
     @pytorch_keywords
     def unsqueeze(self, axis=None):
@@ -548,7 +541,7 @@ class Tensor(PyTorchNames, InPlace):
                 f"(a new axis goes at -{self.ndim + 1} to {self.ndim})"
             )
         new = axis % (self.ndim + 1)
-        return _apply(ops.Reshape, self, shape=self.shape[:new] + (1,) + self.shape[new:])
+        return kernel(ops.Reshape).apply(self, shape=self.shape[:new] + (1,) + self.shape[new:])
 
     def expand(self, *shape):
         """Broadcast to `shape` without copying (-1 keeps an axis's size)."""
@@ -560,10 +553,10 @@ class Tensor(PyTorchNames, InPlace):
         for i, n in enumerate(self.shape):
             if n != 1 and n != shape[extra + i]:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
-        return _apply(ops.Expand, self, shape=shape)
+        return kernel(ops.Expand).apply(self, shape=shape)
 
     def __getitem__(self, index):
-        return _apply(ops.Index, self, index=_index_arg(index))
+        return kernel(ops.Index).apply(self, index=_index_arg(index))
 
     def __setitem__(self, index, value):
         """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
@@ -572,7 +565,7 @@ class Tensor(PyTorchNames, InPlace):
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
-        return _apply(ops.MaskedFill, self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
+        return kernel(ops.MaskedFill).apply(self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
 
     # --- dtype ----------------------------------------------------------------------------------
 
@@ -583,7 +576,7 @@ class Tensor(PyTorchNames, InPlace):
         if dtype == self.dtype:
             return self
         if dtype in FLOAT_DTYPES and self.dtype in FLOAT_DTYPES:
-            return _apply(Cast, self, dtype=dtype)
+            return kernel(Cast).apply(self, dtype=dtype)
         return Tensor._constant(self._data.astype(dtype))
 
 
@@ -601,7 +594,7 @@ def matmul(a, b):
         raise ValueError(
             f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
         ) from None
-    return _apply(ops.Matmul, a, b)
+    return kernel(ops.Matmul).apply(a, b)
 
 
 # --- the arrays backward needs ------------------------------------------------------------------

@@ -44,36 +44,33 @@ def pytorch_keywords(method=None, *, answered_by=None):
     if method is None:
         return functools.partial(pytorch_keywords, answered_by=answered_by)
     names = list(inspect.signature(method).parameters)[1:]  # after self
+    slots = {p: (n, names.index(n)) for p, n in NUMPY_NAME.items() if n in names}  # PyTorch's -> (numpy's, position)
 
     @functools.wraps(method)
     def either_spelling(self, *args, **kwargs):
         if kwargs and not PYTORCH_KEYWORDS.isdisjoint(kwargs):
             if answered_by is not None:
                 return answered_by(self, *args, **kwargs)
-            args, kwargs = _as_numpy_keywords(method.__name__, names, args, kwargs)
+            args = _as_numpy_keywords(method.__name__, slots, args, kwargs)
         return method(self, *args, **kwargs)
 
     return either_spelling
 
 
-def _as_numpy_keywords(op, names, args, kwargs):
-    """args and kwargs of a call to `op`, whose parameters are `names`, with dim= as axis= (etc.)."""
-    args = list(args)
-    for pytorch_name, numpy_name in NUMPY_NAME.items():
-        if pytorch_name not in kwargs or numpy_name not in names:  # (not this method's: the call will say so)
-            continue
-        value = kwargs.pop(pytorch_name)
-        at = names.index(numpy_name)
-        given = args[at] if at < len(args) else kwargs.get(numpy_name)
+def _as_numpy_keywords(op, slots, args, kwargs):
+    """A call to `op` with dim= given as axis= (etc.): its positional args; kwargs is changed in place.
+    A PyTorch keyword the method has no slot for stays, for the call to refuse."""
+    for pytorch_name, (numpy_name, at) in slots.items():
+        value = kwargs.pop(pytorch_name, None)
         if value is None:
             continue
-        if given is not None:
+        if (args[at] if at < len(args) else kwargs.get(numpy_name)) is not None:
             raise TypeError(f"{op}: give {numpy_name}= (numpy's name) or {pytorch_name}= (PyTorch's), not both")
         if at < len(args):
-            args[at] = value
+            args = args[:at] + (value,) + args[at + 1 :]
         else:
             kwargs[numpy_name] = value
-    return args, kwargs
+    return args
 
 
 class ValuesIndices(NamedTuple):
