@@ -25,6 +25,14 @@ def kernels(request):
         yield tier
 
 
+@pytest.fixture(autouse=True)
+def own_folder(tmp_path, monkeypatch):
+    """Every test runs in its own empty folder, its tmp_path, and every command it starts runs there too: what
+    gradflow writes by default (out/, graph.svg, explorer.html, an exercises workspace) lands there, and the
+    folder pytest was started from, where a user's own run may sit in out/, is never read or written."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def float64():
     """Build and check in float64 (gradcheck's precision); float32 again afterwards."""

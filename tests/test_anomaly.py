@@ -16,14 +16,15 @@ from gradflow.models.gpt import GPT, GPTConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings: meant here
 
-HERE = os.path.relpath(__file__) if __file__.startswith(os.getcwd() + os.sep) else __file__
 LEAF = "which no checked op made (a parameter, a tensor made by hand, or one made before detect_anomaly was on)"
 
 
 def next_line():
     """file:line of the line after the caller's: the call the error should point at (the innermost
     line outside gradflow and models/, so in this file's modules, their line that made the op)."""
-    return f"{HERE}:{inspect.currentframe().f_back.f_lineno + 1}"
+    # the path as user_line writes it: relative to the folder the test runs in, when the file is inside it
+    here = os.path.relpath(__file__) if __file__.startswith(os.getcwd() + os.sep) else __file__
+    return f"{here}:{inspect.currentframe().f_back.f_lineno + 1}"
 
 
 def gpt():
