@@ -72,3 +72,152 @@ def check_saved(node):
                 "forward pass used: run the forward pass again after changing them (optimizer.step() "
                 "changes every parameter)"
             )
+
+
+# --- the tensor's side: the version of its memory, the nodes that saved it, its guarded .data ----
+
+
+class SavedMemory:
+    """The guards a Tensor carries for its memory (Tensor inherits them; tensor.py holds the rest).
+
+    A view (reshape, transpose, slice; detach of a leaf) keeps in `_base` the tensor whose memory it
+    views, and counts and checks everything through that one, so that a change through either shows.
+    """
+
+    # class-level defaults, so that making a tensor costs nothing more
+    _version = 0  # how many in-place updates its memory has had (see in_place); a view counts its base's
+    _base = None  # for a view of another tensor's memory (reshape, transpose, slice, detach): that tensor
+    _saved_by = None  # [(weak reference to an op's node, input index)]: ops that saved this memory for backward
+
+    @property
+    def data(self):
+        """The numpy array. While an op recorded in a live graph keeps it for backward, a read-only
+        view of it that refuses to be written into, naming the op (see SavedArray)."""
+        return self._data if self._holder() is None else SavedArray.of(self)
+
+    @data.setter
+    def data(self, value):
+        """Replace the array: always allowed, since a graph that saved the old array keeps it."""
+        self._data = np.array(value) if isinstance(value, SavedArray) else value  # a copy: never a way in
+
+    @property
+    def version(self):
+        """How many times this tensor's memory has been updated in place (by in_place()); a view
+        counts the updates of the tensor it views."""
+        return (self if self._base is None else self._base)._version
+
+    def in_place(self):
+        """The array itself, for an update that writes into it (an optimizer's step). The version goes
+        up by one, so backward through a graph that saved the old values refuses to use the new ones."""
+        (self if self._base is None else self._base)._version += 1
+        return self._data
+
+    def __getstate__(self):
+        """For pickling and deep copies: a copy has memory of its own, which no graph here holds."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_saved_by", "_base")}
+
+    def _holder(self):
+        """(node, input index) of a live, not yet backwarded op that saved this memory, or None."""
+        owner = self if self._base is None else self._base
+        held = owner._saved_by
+        while held:  # the newest first; entries of freed or deleted graphs are dropped on the way
+            node = held[-1][0]()
+            if node is not None and not node._freed:
+                return node, held[-1][1]
+            held.pop()
+        return None
+
+    def _hold(self, node, index):
+        """Record that `node` saved this memory (as its input `index`, or its output when None)."""
+        owner = self if self._base is None else self._base
+        if owner._saved_by is None:
+            owner._saved_by = []
+        elif len(owner._saved_by) >= 8:  # a parameter is saved at every step: forget finished graphs
+            owner._saved_by = [h for h in owner._saved_by if (n := h[0]()) is not None and not n._freed]
+        owner._saved_by.append((weakref.ref(node), index))
+
+
+class SavedArray(np.ndarray):
+    """What `tensor.data` hands out while an op in a live graph keeps the tensor's memory for backward.
+
+    Backward computes with the arrays forward saved: dL/dW = G^T x needs the x that forward saw.
+    Writing into x between forward and backward (x.data[...] = v, x.data *= 2) would make backward
+    use numbers the forward pass never saw, and nothing would tell. This read-only view refuses such
+    writes with one line naming the op and the tensor; reading works as with any array and gives
+    plain arrays. Its copy is an ordinary array, and assigning a new array (x.data = v) is always
+    allowed: the graph keeps the old one. The tensor's own array is never made read-only, so the
+    optimizer still updates it in place (in_place() counts that update; backward then refuses).
+    """
+
+    _guard = None  # a weak reference to the tensor (a view kept by the user must not keep a graph alive)
+
+    @classmethod
+    def of(cls, tensor):
+        view = tensor._data.view(cls)
+        view.flags.writeable = False  # this view's flag only: writes that bypass the checks below fail too
+        view._guard = weakref.ref(tensor)
+        return view
+
+    def __array_finalize__(self, obj):
+        # a view of it (a slice, a transpose) is guarded too; a copy, in its own memory, is not
+        self._guard = getattr(obj, "_guard", None) if self.base is not None else None
+
+    def _check_write(self):
+        """Refuse to write while an op in a live graph holds the memory; once none does, allow it."""
+        if self._guard is None:  # a copy, or a view already let go
+            return
+        tensor = self._guard()
+        holder = None if tensor is None else tensor._holder()
+        if holder is None:  # backward has run, or the graph was deleted: the memory is free again
+            self._guard = None
+            if self.base.flags.writeable:  # (memory read-only on purpose stays so)
+                self.flags.writeable = True
+            return
+        node, index = holder
+        role = "its output" if index is None else f"its input {index}"
+        raise RuntimeError(
+            f"tensor.data: {describe(tensor, node.scope)} cannot be written in place: {node.name} saved "
+            f"it ({role}) for a backward pass that has not run; write after backward() (or once the graph is "
+            "deleted), write into a copy, or assign a new array (x.data = ...)"
+        )
+
+    def __setitem__(self, index, value):
+        self._check_write()
+        super().__setitem__(index, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        # in-place operators (x.data *= 2) are ufuncs writing into out=; ufunc.at writes into its first input
+        for a in (out or ()) + (inputs[:1] if method == "at" else ()):
+            if isinstance(a, SavedArray):
+                a._check_write()
+        inputs = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in out)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _WRITE_INTO_FIRST and args and isinstance(args[0], SavedArray):
+            args[0]._check_write()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def fill(self, value):
+        self._check_write()
+        super().fill(value)
+
+    def put(self, *args, **kwargs):
+        self._check_write()
+        super().put(*args, **kwargs)
+
+    def sort(self, *args, **kwargs):
+        self._check_write()
+        super().sort(*args, **kwargs)
+
+    def partition(self, *args, **kwargs):
+        self._check_write()
+        super().partition(*args, **kwargs)
+
+    def copy(self, order="C"):
+        return self.view(np.ndarray).copy(order)  # an ordinary array
+
+
+_WRITE_INTO_FIRST = {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}
