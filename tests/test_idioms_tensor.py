@@ -487,6 +487,16 @@ def test_gradcheck(name):
     assert gf.gradcheck(GRADCHECKS[name], x)
 
 
+def test_the_pytorch_surface_records_no_op_of_its_own():
+    """tensor_torch.py gives tensor.py's methods PyTorch's names: every op is recorded in tensor.py."""
+    import inspect
+
+    from gradflow.engine import tensor_torch
+
+    source = inspect.getsource(tensor_torch)
+    assert ".apply(" not in source and "kernel(" not in source
+
+
 # --- both spellings at once ----------------------------------------------------------------------
 
 BOTH = [
