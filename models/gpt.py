@@ -13,6 +13,8 @@ What GPT shares with Llama (counting parameters, the KV caches, the loss) is in 
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from gradflow import nn
 from gradflow.models import hf
 from gradflow.models.decoder import Decoder
@@ -31,17 +33,31 @@ class GPTConfig:
     eps: float = 1e-5
 
 
+class Block(nn.Module):
+    """x = x + Attn(LN(x));  x = x + MLP(LN(x)): pre-norm, so the residual stream x itself is never normalised."""
+
+    def __init__(self, c, dtype=None):
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
+        self.attn = nn.CausalSelfAttention(c.n_embd, c.n_head, bias=c.bias, dropout=c.dropout, dtype=dtype)
+        self.ffn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
+        self.ffn = nn.MLP(c.n_embd, 4 * c.n_embd, activation="gelu", bias=c.bias, dropout=c.dropout, dtype=dtype)
+
+    def forward(self, x, cache=None, need_weights=False):
+        """x: (B, T, d) -> (B, T, d); cache: this block's KV cache when decoding."""
+        x = x + self.attn(self.attn_norm(x), cache, need_weights)
+        x = x + self.ffn(self.ffn_norm(x))
+        return x
+
+
 class GPT(Decoder):
     def __init__(self, config, dtype=None):
         super().__init__()
         self.config = c = config
         self.wte = nn.Embedding(c.vocab_size, c.n_embd, dtype=dtype)
-        self.wpe = nn.LearnedPositionalEncoding(c.block_size, c.n_embd, dtype=dtype)
+        self.wpe = nn.Embedding(c.block_size, c.n_embd, dtype=dtype)
         self.drop = nn.Dropout(c.dropout)
-        block = dict(ffn="gelu", norm="layer", norm_first=True, eps=c.eps, bias=c.bias, dropout=c.dropout, dtype=dtype)
-        self.blocks = nn.ModuleList(
-            nn.TransformerBlock(c.n_embd, c.n_head, 4 * c.n_embd, **block) for _ in range(c.n_layer)
-        )
+        self.blocks = nn.ModuleList(Block(c, dtype) for _ in range(c.n_layer))
         self.ln_f = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False, dtype=dtype)
         self._init_weights()
@@ -64,12 +80,18 @@ class GPT(Decoder):
         """ids: (B, T) token ids -> (logits (B, T, vocab), mean cross-entropy against targets or None).
 
         With a cache (from new_cache), ids are the next tokens after those already cached.
+        need_weights keeps each block's attention weights in `block.attn.weights`.
         """
         ids = self.token_ids(ids)  # (B, T)
-        offset = 0 if cache is None else cache[0].length  # positions go on after the cached tokens
-        x = self.drop(self.wpe(self.wte(ids), offset=offset))  # (B, T, d)
+        start = 0 if cache is None else cache[0].length  # positions go on after the cached tokens
+        end = start + ids.shape[1]
+        if end > self.config.block_size:
+            raise ValueError(f"GPT: positions {start}..{end - 1} do not fit in block_size {self.config.block_size}")
+        tok_emb = self.wte(ids)  # (B, T, d)
+        pos_emb = self.wpe(np.arange(start, end))  # (T, d)
+        x = self.drop(tok_emb + pos_emb)  # (B, T, d)
         for i, block in enumerate(self.blocks):
-            x = block(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
+            x = block(x, None if cache is None else cache[i], need_weights)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
         return logits, self.loss(logits, targets)
 

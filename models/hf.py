@@ -339,6 +339,8 @@ def load(cls, config_cls, from_hf, source, config, dtype):
             model = cls(config_cls(**fields), dtype=dtype)
     except ValueError as err:  # sizes that do not fit together, such as heads that do not divide the width
         raise ValueError(f"{where}: its sizes do not make a model: {err}") from None
+    # GPT-2's matrices arrive transposed: stored in row order, they multiply as the model's own do, to the bit
+    state = {name: np.ascontiguousarray(w) for name, w in state.items()}
     try:
         model.load_state_dict(state)
     except ValueError as err:

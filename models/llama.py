@@ -7,6 +7,9 @@ x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention
 x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
 logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
 
+Each block is an nn.TransformerBlock (gradflow/nn/blocks.py) around nn.MultiHeadAttention
+(gradflow/nn/general_attention.py), the attention with grouped-query heads and RoPE.
+
 `from_gguf` loads pretrained weights from a llama.cpp GGUF file, and `smollm2_instruct()` gives
 SmolLM2-135M-Instruct with its tokenizer, ready to chat. What Llama shares with GPT (counting
 parameters, the KV caches, the loss) is in decoder.py.

@@ -1,7 +1,8 @@
 """The original encoder-decoder Transformer (Vaswani et al., 2017), with the equations of
 "A Brief Introduction to (some of) the Math Behind the Transformer".
 
-A side trip: read after gradflow/nn/attention.py and gradflow/nn/blocks.py; next, gpt.py, its decoder half alone.
+A side trip: read after gradflow/nn/general_attention.py and gradflow/nn/blocks.py; next, gpt.py, its decoder half
+alone.
 
     source ids (B, S) ──> embed * sqrt(d) + PE ──> N x [self-attention, Add & Norm, FFN, Add & Norm]  = memory
     target ids (B, T) ──> embed * sqrt(d) + PE ──> N x [masked self-attention, Add & Norm,

@@ -226,7 +226,7 @@ def test_module_clusters_are_labelled_boxes_of_their_ops():
     assert clusters(plain) == [] and kinds(boxed) == kinds(plain) and edges(boxed) == edges(plain)
     labels = [label for _, label in clusters(boxed)]
     assert labels[0] == "GPT"
-    for label in ("blocks.0 (TransformerBlock)", "blocks.0.attn (MultiHeadAttention)", "blocks.0.attn.q_proj (Linear)"):
+    for label in ("blocks.0 (Block)", "blocks.0.attn (CausalSelfAttention)", "blocks.0.attn.q_proj (Linear)"):
         assert label in labels
     # every module that ran an op: not the ModuleList (never called) nor dropout with p = 0 (returns x)
     ran = [
@@ -252,21 +252,22 @@ def test_collapsed_modules_are_one_node_each():
     g = gf.draw_graph(loss, model=model, modules="collapse")
     names = [re.search(r'label="([^"]*)"', a).group(1) for i, a in nodes(g).items() if i.startswith("m")]
     assert names == [
-        "wte (Embedding)", "wpe (LearnedPositionalEncoding)", "blocks.0 (TransformerBlock)",
-        "blocks.1 (TransformerBlock)", "ln_f (LayerNorm)", "lm_head (Linear)",
+        "wte (Embedding)", "wpe (Embedding)", "blocks.0 (Block)",
+        "blocks.1 (Block)", "ln_f (LayerNorm)", "lm_head (Linear)",
     ]  # fmt: skip
     assert "q_proj" not in g.source  # inside a collapsed block
     assert "<b>wte.weight</b>" in g.source  # tied: read by wte and lm_head, so drawn between them
     assert clusters(g) == [("cluster_0", "GPT")]
-    assert kinds(g) == [9, 2, 6]  # wte.weight, 6 module outputs, the reshaped logits, the loss; reshape, loss
+    # wte.weight, 6 module outputs, their sum tok_emb + pos_emb, the reshaped logits, the loss; add, reshape, loss
+    assert kinds(g) == [10, 3, 6]
 
 
 def test_collapse_depth():
     model, loss = tiny_gpt_step()
     g = gf.draw_graph(loss, model=model, modules="collapse", collapse_depth=2)
     labels = " ".join(nodes(g).values())
-    assert "blocks.0.attn (MultiHeadAttention)" in labels and "blocks.0.ffn (MLP)" in labels
-    assert "blocks.0 (TransformerBlock)" in [label for _, label in clusters(g)]
+    assert "blocks.0.attn (CausalSelfAttention)" in labels and "blocks.0.ffn (MLP)" in labels
+    assert "blocks.0 (Block)" in [label for _, label in clusters(g)]
     whole = gf.draw_graph(loss, model=model, modules="collapse", collapse_depth=0)
     assert kinds(whole) == [1, 0, 1] and edges(whole) == [("m0", "t0")]  # the model, then the loss
 
@@ -377,7 +378,7 @@ def test_cli_gpt_training_step(tmp_path):
     path = tmp_path / "gpt.dot"
     assert main(["graph", "--model", "gpt", "--n-layer", "2", "-o", str(path)]) == 0
     src = path.read_text()
-    assert "blocks.1 (TransformerBlock)" in src and "wte.weight" in src
+    assert "blocks.1 (Block)" in src and "wte.weight" in src
 
 
 @pytest.mark.parametrize(

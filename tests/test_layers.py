@@ -56,6 +56,32 @@ def test_attention_gradcheck(name, float64):
     check_layer(attn, gf.randn(2, 5, 8, requires_grad=True), fn=lambda x: attn(x, **kwargs))
 
 
+def test_causal_self_attention_gradcheck(float64):
+    attn = nn.CausalSelfAttention(8, 4)
+    check_layer(attn, gf.randn(2, 5, 8, requires_grad=True))
+
+
+def copy_weights(to, source):
+    for (name, p), (_, q) in zip(to.named_parameters(), source.named_parameters(), strict=True):
+        assert p.shape == q.shape, name
+        p.data = q.data.copy()
+
+
+def test_causal_self_attention_is_the_general_layer_made_causal(float64):
+    plain, general = nn.CausalSelfAttention(8, 2), nn.MultiHeadAttention(8, 2)
+    copy_weights(general, plain)
+    x = gf.randn(2, 5, 8)
+    np.testing.assert_array_equal(plain(x).data, general(x, causal=True).data)
+
+
+def test_causal_self_attention_decodes_with_a_cache_as_over_the_whole_sequence(float64):
+    attn, cache, x = nn.CausalSelfAttention(8, 2), nn.KVCache(), gf.randn(2, 5, 8)
+    with gf.no_grad():
+        steps = [attn(x[:, :2], cache)] + [attn(x[:, t : t + 1], cache) for t in range(2, 5)]
+    np.testing.assert_allclose(gf.cat(steps, axis=1).data, attn(x).data, atol=1e-12)
+    assert cache.length == 5
+
+
 def test_cross_attention_gradcheck_wrt_queries_context_and_weights(float64):
     attn = nn.MultiHeadAttention(8, 2)
     x, ctx = gf.randn(2, 3, 8, requires_grad=True), gf.randn(2, 6, 8, requires_grad=True)
@@ -181,6 +207,10 @@ def test_attention_weights_are_kept_for_pictures(float64):
     assert w.shape == (1, 2, 4, 4)
     np.testing.assert_allclose(w.sum(-1), 1.0)
     assert (np.triu(w[0, 0], 1) == 0).all()
+    plain = nn.CausalSelfAttention(8, 2)
+    copy_weights(plain, attn)
+    plain(gf.randn(1, 4, 8), need_weights=True)
+    assert plain.weights.shape == (1, 2, 4, 4) and (np.triu(plain.weights.data[0, 0], 1) == 0).all()
 
 
 def test_kv_cache_memory_formula(float64):
@@ -194,6 +224,8 @@ def test_kv_cache_memory_formula(float64):
 def test_layer_errors():
     with pytest.raises(ValueError, match="d_model 10 is not divisible by n_heads 4"):
         nn.MultiHeadAttention(10, 4)
+    with pytest.raises(ValueError, match="CausalSelfAttention: d_model 10 is not divisible by n_heads 4"):
+        nn.CausalSelfAttention(10, 4)
     with pytest.raises(ValueError, match="n_heads 4 is not divisible by n_kv_heads 3"):
         nn.MultiHeadAttention(8, 4, n_kv_heads=3)
     with pytest.raises(ValueError, match="positions 6..9 do not fit in max_len 8"):

@@ -117,7 +117,7 @@ def test_one_cache_per_block(name):
 
 
 def test_context_longer_than_block_size_is_a_clear_error():
-    with pytest.raises(ValueError, match="do not fit in max_len 8"):
+    with pytest.raises(ValueError, match=r"GPT: positions 0..8 do not fit in block_size 8"):
         TINY["gpt"]()(np.zeros((1, 9), dtype=np.int64))
 
 

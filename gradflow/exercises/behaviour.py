@@ -16,7 +16,8 @@ from gradflow.engine.tensor import Tensor
 from gradflow.exercises.checks import compared_function, gradchecked, table_cases
 from gradflow.exercises.diagnose import Failed, compare, sizes_of, within
 from gradflow.nn import functional as F
-from gradflow.nn.attention import KVCache, MultiHeadAttention
+from gradflow.nn.general_attention import MultiHeadAttention
+from gradflow.nn.kv_cache import KVCache
 from gradflow.nn.module import Parameter
 from gradflow.optim import Adam, AdamW, WarmupCosine
 from gradflow.text.bpe import BPETokenizer

@@ -16,7 +16,7 @@ from gradflow.exercises import behaviour
 from gradflow.exercises.checks import OnTable
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
-from gradflow.nn.attention import KVCache
+from gradflow.nn.kv_cache import KVCache
 from gradflow.optim.adam import Adam
 from gradflow.optim.schedule import WarmupCosine
 from gradflow.text import batches, bpe

@@ -2,7 +2,8 @@
 
 functional.py (imported as F) holds the functions a transformer is made of (softmax,
 cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/engine/ops;
-the Modules here hold the parameters and call F. Read layers.py first, then attention.py.
+the Modules here hold the parameters and call F. Read layers.py first, then attention.py (GPT-2's
+attention); kv_cache.py and general_attention.py add decoding, masks, grouped-query heads and RoPE.
 activations.py and losses.py wrap F's functions as Modules, and utils.py clips gradients, with
 PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
@@ -10,9 +11,11 @@ Built on the engine only: nothing here knows of training, text or the command li
 
 from gradflow.nn import init, lora, utils
 from gradflow.nn.activations import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
-from gradflow.nn.attention import KVCache, MultiHeadAttention, padding_mask
+from gradflow.nn.attention import CausalSelfAttention
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
+from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
+from gradflow.nn.kv_cache import KVCache
 from gradflow.nn.layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm
 from gradflow.nn.lora import LoRALinear
 from gradflow.nn.losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
@@ -25,9 +28,9 @@ from gradflow.nn.positional import (
 )
 
 __all__ = [
-    "GELU", "MLP", "CrossEntropyLoss", "Dropout", "Embedding", "Identity", "KVCache", "L1Loss", "LayerNorm",
-    "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
-    "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
-    "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init",
-    "lora", "padding_mask", "sinusoidal_table", "utils",
+    "GELU", "MLP", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Identity", "KVCache",
+    "L1Loss", "LayerNorm", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module",
+    "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding",
+    "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
+    "TransformerBlock", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip

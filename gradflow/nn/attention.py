@@ -1,165 +1,69 @@
-"""Multi-head attention: self and cross, causal and padding masks, grouped-query heads, KV cache.
+"""Multi-head causal self-attention: the attention of GPT-2.
 
-    head_h = softmax(Q_h K_h^T / sqrt(hs) + mask) V_h,   out = concat(head_1 .. head_nh) W_O
+Each of n_heads heads reads its own slice of hs = d_model / n_heads features:
 
-Grouped-query attention (GQA) gives n_kv_heads < n_heads key/value heads, each shared by
-n_heads / n_kv_heads query heads (multi-query attention is n_kv_heads = 1). The sharing is done by
-broadcasting, without copying keys: queries are viewed as (B, n_kv, group, T, hs) against keys of
-(B, n_kv, 1, S, hs), and the engine sums each shared head's gradient over its group.
+    Q = x W_Q,  K = x W_K,  V = x W_V                   (B, T, d) each, then split into heads (B, nh, T, hs)
+    head_h = softmax(Q_h K_h^T / sqrt(hs) + M) V_h      M_ij = -inf where key j comes after query i
+    out = concat(head_1 .. head_nh) W_O                 (B, T, d)
 
-Read after nn/layers.py and before models/gpt.py (README.md gives the reading order).
+The softmax, the mask and the weighted sum are one fused op, F.scaled_dot_product_attention.
+
+Read after nn/layers.py and before models/gpt.py (README.md gives the reading order). Beside it:
+kv_cache.py keeps the keys and values of earlier tokens for decoding, and general_attention.py
+holds nn.MultiHeadAttention, the general layer (cross-attention, padding, grouped-query heads,
+RoPE) that Llama and the 2017 Transformer use.
 """
 
-import numpy as np
-
-from gradflow.engine.autograd import is_grad_enabled
-from gradflow.engine.functions import cat
-from gradflow.engine.tensor import Tensor
 from gradflow.nn import functional as F
 from gradflow.nn.layers import Dropout, Linear
 from gradflow.nn.module import Module
 
 
-class KVCache:
-    """Keys and values of the tokens seen so far, for one attention layer, so that decoding token t
-    computes only its own q, k, v instead of re-running the whole prefix.
-
-    Memory: 2 (k and v) x B x n_kv_heads x T x head_dim numbers per layer.
-
-    When no gradient is wanted (generation runs under no_grad), the keys and values go into
-    buffers that double in length when full, and `append` returns views of their filled part:
-    appending a token copies one token's keys, not the whole cache. When a gradient must flow
-    back through the cache, it is grown by `cat`, an op the engine records.
-    """
-
-    def __init__(self):
-        self.k = self.v = None
-        self._buffers = None  # (k, v) arrays of (B, n_kv, capacity, hs), when filled in place
-
-    @property
-    def length(self):
-        return 0 if self.k is None else self.k.shape[-2]
-
-    def append(self, k, v):
-        """Add this step's (B, n_kv, T, hs) keys and values; returns all of them so far."""
-        if is_grad_enabled() and (k.requires_grad or v.requires_grad):
-            self._buffers = None
-            if self.k is not None:
-                k, v = cat([self.k, k], axis=-2), cat([self.v, v], axis=-2)
-        else:
-            start, end = self.length, self.length + k.shape[-2]
-            if self._buffers is None or end > self._buffers[0].shape[-2]:
-                self._grow(k, max(end, 2 * start, 16))
-            for buffer, new in zip(self._buffers, (k, v)):
-                buffer[..., start:end, :] = new.data
-            k, v = (Tensor(buffer[..., :end, :]) for buffer in self._buffers)
-        self.k, self.v = k, v
-        return k, v
-
-    def _grow(self, k, capacity):
-        """New buffers of `capacity` positions, holding what the cache has so far."""
-        shape = k.shape[:-2] + (capacity, k.shape[-1])
-        buffers = (np.empty(shape, dtype=k.dtype), np.empty(shape, dtype=k.dtype))
-        if self.k is not None:
-            for buffer, old in zip(buffers, (self.k, self.v)):
-                buffer[..., : self.length, :] = old.data
-        self._buffers = buffers
-
-    def nbytes(self):
-        return 0 if self.k is None else self.k.data.nbytes + self.v.data.nbytes
+def split_heads(x, n_heads):
+    """(B, T, n_heads * hs) -> (B, n_heads, T, hs): each head a sequence of its own."""
+    b, t, d = x.shape
+    return x.reshape(b, t, n_heads, d // n_heads).transpose(1, 2)
 
 
-def padding_mask(lengths, n_keys):
-    """(B, 1, 1, S) boolean: key j of sequence b may be attended to iff j < lengths[b]."""
-    lengths = np.asarray(lengths)
-    if lengths.ndim != 1:
-        raise ValueError(f"padding_mask: lengths must be (B,), got shape {lengths.shape}")
-    if lengths.size and (lengths.min() < 0 or lengths.max() > n_keys):
-        raise ValueError(f"padding_mask: lengths {lengths.tolist()} must lie in [0, {n_keys}]")
-    return (np.arange(n_keys) < lengths[:, None])[:, None, None, :]
+def merge_heads(x):
+    """(B, n_heads, T, hs) -> (B, T, n_heads * hs): the heads side by side, concat(head_1 .. head_nh)."""
+    b, n_heads, t, hs = x.shape
+    return x.transpose(1, 2).reshape(b, t, n_heads * hs)
 
 
-class MultiHeadAttention(Module):
-    """Multi-head attention with separate q/k/v/o projections (checkpoint names q_proj ... o_proj).
+class CausalSelfAttention(Module):
+    """Each token attends to itself and the tokens before it, in n_heads heads (GPT-2's attention).
 
-    forward(x, context=None, causal=False, mask=None, lengths=None, cache=None, need_weights=False)
-      x: (B, T, d_model) queries; context: (B, S, d_model) keys and values for cross-attention
-      mask: boolean, broadcastable to (B, n_heads, T, S), True = may attend
-      lengths: (B,) real lengths of the key sequences: keys at j >= length are padding
-      cache: a KVCache this layer appends to (positions continue from cache.length)
+    forward(x, cache=None, need_weights=False): x (B, T, d_model) -> (B, T, d_model)
+      cache: a KVCache (kv_cache.py) holding the keys and values of the tokens before x; this call's
+        are appended, and the T queries, the last T positions, read them all
       need_weights: keep the (B, n_heads, T, S) attention weights in `self.weights`, for pictures
     """
 
-    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, out_bias=None, rope=None, dropout=0.0, dtype=None):
+    def __init__(self, d_model, n_heads, bias=True, dropout=0.0, dtype=None):
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if d_model % n_heads:
-            raise ValueError(f"MultiHeadAttention: d_model {d_model} is not divisible by n_heads {n_heads}")
-        if n_heads % n_kv_heads:
-            raise ValueError(f"MultiHeadAttention: n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
-        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.head_dim = d_model // n_heads
-        kv_dim = n_kv_heads * self.head_dim
+            raise ValueError(f"CausalSelfAttention: d_model {d_model} is not divisible by n_heads {n_heads}")
+        self.d_model, self.n_heads = d_model, n_heads
         self.q_proj = Linear(d_model, d_model, bias=bias, dtype=dtype)
-        self.k_proj = Linear(d_model, kv_dim, bias=bias, dtype=dtype)
-        self.v_proj = Linear(d_model, kv_dim, bias=bias, dtype=dtype)
-        self.o_proj = Linear(d_model, d_model, bias=bias if out_bias is None else out_bias, dtype=dtype)
-        self.rope = rope
-        self.dropout = dropout
-        self.resid_dropout = Dropout(dropout)
+        self.k_proj = Linear(d_model, d_model, bias=bias, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, bias=bias, dtype=dtype)
+        self.o_proj = Linear(d_model, d_model, bias=bias, dtype=dtype)
+        self.attn_dropout_p = dropout  # a probability: the fused op drops attention weights with it
+        self.resid_dropout = Dropout(dropout)  # a layer: drops the output before it joins the residual stream
         self.weights = None
 
-    def _heads(self, x, n):
-        """(B, T, n * hs) -> (B, n, T, hs)"""
-        b, t, _ = x.shape
-        return x.reshape(b, t, n, self.head_dim).transpose(1, 2)
-
-    def forward(self, x, context=None, causal=False, mask=None, lengths=None, cache=None, need_weights=False):
-        b, t, _ = x.shape
-        source = x if context is None else context
-        offset = 0 if cache is None else cache.length
-        q = self._heads(self.q_proj(x), self.n_heads)  # (B, nh, T, hs)
-        k = self._heads(self.k_proj(source), self.n_kv_heads)  # (B, nkv, S, hs)
-        v = self._heads(self.v_proj(source), self.n_kv_heads)  # (B, nkv, S, hs)
-        if self.rope is not None and context is None:  # positions rotate self-attention only
-            q, k = self.rope(q, offset=offset), self.rope(k, offset=offset)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, nkv, offset + T, hs)
-        s = k.shape[-2]
-        if lengths is not None:
-            pad = padding_mask(lengths, s)
-            mask = pad if mask is None else np.asarray(mask) & pad
-        group = self.n_heads // self.n_kv_heads
-        if group > 1:  # grouped-query heads (without, the shapes below are (B, nh, T, ...))
-            q = q.reshape(b, self.n_kv_heads, group, t, self.head_dim)  # (B, nkv, g, T, hs)
-            k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, nkv, 1, S, hs): shared by the g query heads
-        if mask is not None:
-            mask = self._grouped_mask(np.asarray(mask))
-        p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, dropout_p=p)  # (B, nkv, g, T, hs)
+    def forward(self, x, cache=None, need_weights=False):
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, nh, T, hs)
+        k = split_heads(self.k_proj(x), self.n_heads)  # (B, nh, T, hs)
+        v = split_heads(self.v_proj(x), self.n_heads)  # (B, nh, T, hs)
+        if cache is not None:  # decoding: the earlier tokens' keys and values, then this call's
+            k, v = cache.append(k, v)  # (B, nh, S, hs), S = cached + T
+        p = self.attn_dropout_p if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, causal=True, dropout_p=p)  # (B, nh, T, hs)
         if need_weights:
-            w = F.attention_weights(q, k, mask=mask, causal=causal)  # (B, nkv, g, T, S)
-            self.weights = w.reshape(b, self.n_heads, t, s)
-        if group > 1:
-            out = out.reshape(b, self.n_heads, t, self.head_dim)
-        out = out.transpose(1, 2).reshape(b, t, self.d_model)  # concat(head_1 .. head_nh)
-        return self.resid_dropout(self.o_proj(out))
-
-    def _grouped_mask(self, mask):
-        """A mask over (B, n_heads, T, S) viewed over (B, n_kv, group, T, S), like the queries
-        (as it is, 4-D, when each key/value head serves one query head)."""
-        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape) if mask.ndim < 4 else mask
-        if mask.ndim != 4:
-            raise ValueError(f"MultiHeadAttention: mask must broadcast to (B, n_heads, T, S), got shape {mask.shape}")
-        heads = mask.shape[1]
-        if heads not in (1, self.n_heads):
-            raise ValueError(f"MultiHeadAttention: mask has {heads} heads on axis 1, the layer has {self.n_heads}")
-        if self.n_heads == self.n_kv_heads:
-            return mask
-        if heads == 1:
-            return mask[:, :, None]
-        return mask.reshape(mask.shape[0], self.n_kv_heads, self.n_heads // self.n_kv_heads, *mask.shape[2:])
+            self.weights = F.attention_weights(q, k, causal=True)  # (B, nh, T, S)
+        return self.resid_dropout(self.o_proj(merge_heads(out)))  # (B, T, d)
 
     def extra_repr(self):
-        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
-        return f"{self.d_model}, n_heads={self.n_heads}{kv}"
+        return f"{self.d_model}, n_heads={self.n_heads}"

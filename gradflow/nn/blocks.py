@@ -1,14 +1,19 @@
 """Transformer blocks: attention and feed-forward sublayers, each wrapped in a residual and a norm.
 
-    pre-norm  (GPT-2, Llama):        x = x + Attn(Norm(x));   x = x + FFN(Norm(x))
-    post-norm (001, "Add & Norm"):   x = Norm(x + Attn(x));   x = Norm(x + FFN(x))
+    pre-norm  (GPT-2, Llama):                         x = x + Attn(Norm(x));   x = x + FFN(Norm(x))
+    post-norm (the 2017 Transformer, "Add & Norm"):   x = Norm(x + Attn(x));   x = Norm(x + FFN(x))
 
 Pre-norm leaves the residual stream x untouched by normalisation, so gradients reach early layers
 along an identity path; post-norm normalises the stream itself after every sublayer.
+
+GPT-2's block is written out in models/gpt.py; this one, with its choices as arguments, builds
+Llama's (models/llama.py) and the 2017 Transformer's (models/transformer.py).
 """
 
-from gradflow.nn.attention import MultiHeadAttention
+from functools import partial
+
 from gradflow.nn.ffn import MLP, SwiGLU
+from gradflow.nn.general_attention import MultiHeadAttention
 from gradflow.nn.layers import LayerNorm, RMSNorm
 from gradflow.nn.module import Module
 
@@ -80,17 +85,13 @@ class TransformerBlock(Module):
         cache=None,
         need_weights=False,
     ):
-        def self_attention(h):
-            return self.attn(h, causal=causal, mask=mask, lengths=lengths, cache=cache, need_weights=need_weights)
-
-        def cross_attention(h):
-            return self.cross_attn(
-                h, context=context, mask=context_mask, lengths=context_lengths, need_weights=need_weights
-            )
-
-        x = self._sublayer(x, self.attn_norm, self_attention)
+        attend = partial(self.attn, causal=causal, mask=mask, lengths=lengths, cache=cache, need_weights=need_weights)
+        x = self._sublayer(x, self.attn_norm, attend)
         if self.cross_attn is not None:
             if context is None:
                 raise ValueError("TransformerBlock: a block with cross-attention needs a context")
-            x = self._sublayer(x, self.cross_norm, cross_attention)
+            attend_context = partial(
+                self.cross_attn, context=context, mask=context_mask, lengths=context_lengths, need_weights=need_weights
+            )
+            x = self._sublayer(x, self.cross_norm, attend_context)
         return self._sublayer(x, self.ffn_norm, self.ffn)

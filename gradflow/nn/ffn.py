@@ -7,7 +7,9 @@ ACTIVATIONS = {"relu": lambda h: h.relu(), "gelu": lambda h: h.gelu(), "silu": l
 
 
 class MLP(Module):
-    """FFN(x) = act(x W_1^T + b_1) W_2^T + b_2   (d_model -> d_ff -> d_model; ReLU in 001, GELU in GPT-2)"""
+    """FFN(x) = act(x W_1^T + b_1) W_2^T + b_2   (d_model -> d_ff -> d_model)
+
+    ReLU in the 2017 Transformer, GELU in GPT-2."""
 
     def __init__(self, d_model, d_ff, activation="gelu", bias=True, dropout=0.0, dtype=None):
         super().__init__()
@@ -26,9 +28,10 @@ class MLP(Module):
 
 
 class SwiGLU(Module):
-    """SwiGLU(x) = (silu(x W_gate^T) * (x W_up^T)) W_down^T   (000; Llama and Qwen, no biases)
+    """SwiGLU(x) = (silu(x W_gate^T) * (x W_up^T)) W_down^T   (Llama and Qwen, no biases)
 
-    The SiLU branch decides, feature by feature, how much of the linear "up" branch passes.
+    From Shazeer's "GLU Variants Improve Transformer". The SiLU branch decides, feature by feature,
+    how much of the linear "up" branch passes.
     """
 
     def __init__(self, d_model, d_ff, bias=False, dropout=0.0, dtype=None):

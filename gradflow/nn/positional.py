@@ -49,7 +49,9 @@ class SinusoidalPositionalEncoding(Module):
 
 
 class LearnedPositionalEncoding(Module):
-    """x + W[offset : offset + T], W: (max_len, d_model) learned like a token embedding (GPT-2's wpe)."""
+    """x + W[offset : offset + T], W: (max_len, d_model) learned like a token embedding.
+
+    GPT-2's position table; models/gpt.py keeps it as an Embedding of positions and writes the sum out."""
 
     def __init__(self, max_len, d_model, dtype=None):
         super().__init__()
