@@ -100,6 +100,11 @@ with Distributed(m, comm) as dp:
     out["loss"], out["stop"] = dp.forward_backward(x, y, stop=comm.rank == 1)
     out.update({"grad/" + n: p.grad.copy() for n, p in m.named_parameters()})
     out["eval_loss"] = dp.loss(x, y)
+    m.zero_grad()
+    _, loss = dp(x, y)  # called as the model is, by the Trainer's step
+    loss.backward()
+    out["called_loss"] = loss.item()
+    out.update({"called/" + n: p.grad.copy() for n, p in m.named_parameters()})
     optimizer = gf.optim.AdamW(m.parameters(), lr=1e-2)
     for step in range(3):
         optimizer.zero_grad()
@@ -138,6 +143,13 @@ def test_the_summed_gradient_is_the_whole_batch_gradient(two_ranks):
         assert bool(got["stop"])  # rank 1 asked to stop: every rank hears it from the same Allreduce
         for name, g in grads.items():
             np.testing.assert_allclose(got[f"grad/{name}"], g, rtol=1e-4, atol=1e-6)
+
+
+def test_called_as_the_model_it_computes_what_forward_backward_does(two_ranks):
+    for got in two_ranks.values():
+        assert float(got["called_loss"]) == float(got["loss"])
+        for name in (k[len("grad/") :] for k in got if k.startswith("grad/")):
+            np.testing.assert_array_equal(got[f"called/{name}"], got[f"grad/{name}"])
 
 
 def test_three_steps_are_three_steps_of_one_process(two_ranks):

@@ -1,8 +1,12 @@
 """The trainer: learning, exact resume, atomic and safe checkpoints, Ctrl-C, metrics and the loss picture."""
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ import gradflow as gf
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.text import CharTokenizer, split
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from gradflow.training.hooks import Hook
 from gradflow.training.trainer import TrainConfig, Trainer
 
 TEXT = "the cat sat on the mat. the dog sat on the log. " * 40
@@ -129,6 +134,67 @@ def test_metrics_log_and_loss_picture(tmp_path):
     assert [r["step"] for r in logged if "val_loss" in r] == [0, 10, 20]
     assert [r["step"] for r in logged if "loss" in r] == list(range(1, 21))
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class Listener(Hook):
+    """Writes down each point of a run it is called at, with the step the trainer is at."""
+
+    def __init__(self):
+        self.heard = []
+
+    def during_step(self, trainer):
+        self.heard.append(("during_step", trainer.step))
+        return contextlib.nullcontext()
+
+    def after_backward(self, trainer):
+        self.heard.append(("after_backward", trainer.step))
+
+    def before_update(self, trainer, loss, norm):
+        self.heard.append(("before_update", trainer.step, loss))
+
+    def after_update(self, trainer):
+        self.heard.append(("after_update", trainer.step))
+
+    def evaluated(self, trainer, metrics):
+        metrics["points_heard"] = len(self.heard)  # what a hook adds to the record is logged with it
+
+
+def test_a_hook_hears_each_step_at_its_points_and_adds_to_the_evaluations(tmp_path):
+    t = Trainer(model(), TRAIN, VAL, config(tmp_path, max_iters=2, eval_interval=2), progress=False)
+    listener = Listener()
+    t.hooks.append(listener)
+    t.fit()
+    (_, loss1), (_, loss2) = batch_losses(tmp_path)
+    assert listener.heard == [
+        ("during_step", 0), ("after_backward", 0), ("before_update", 0, loss1), ("after_update", 1),
+        ("during_step", 1), ("after_backward", 1), ("before_update", 1, loss2), ("after_update", 2),
+    ]  # fmt: skip
+    assert [r["points_heard"] for r in records(tmp_path) if "val_loss" in r] == [0, 8]
+
+
+FAST_UNLESS_CHOSEN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import gradflow as gf
+from test_train import TRAIN, VAL, config, model
+from gradflow.training.trainer import Trainer
+
+seen = set()
+t = Trainer(model(), TRAIN, VAL, config(sys.argv[2], max_iters=1), on_eval=lambda t, s: seen.add(gf.kernels_in_use()),
+            progress=False)
+t.fit()
+print(*seen, gf.kernels_in_use())
+"""
+
+
+@pytest.mark.parametrize("chosen, tiers", [("", "fast plain"), ("plain", "plain plain"), ("fast", "fast fast")])
+def test_fit_runs_the_fast_kernels_unless_a_tier_was_chosen(tmp_path, chosen, tiers):
+    """GRADFLOW_KERNELS unset, a learner's script runs plain and its Trainer fast; a chosen tier is kept."""
+    tests = str(Path(__file__).resolve().parent)
+    command = [sys.executable, "-c", FAST_UNLESS_CHOSEN, tests, str(tmp_path / "run")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "GRADFLOW_KERNELS": chosen})  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, tiers + "\n"), done.stderr
 
 
 def test_bad_training_setups_are_clear_errors(tmp_path):

@@ -33,10 +33,10 @@ from gradflow.inference import generate
 from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
 from gradflow.training.checkpoint import load_checkpoint
 from gradflow.training.distributed import RankError, agree, first_line, mpiexec, world
+from gradflow.training.divergence import TrainingDiverged
 from gradflow.training.trainer import (
     TrainConfig,
     Trainer,
-    TrainingDiverged,
     check_config,
     check_fresh,
     check_parallel,

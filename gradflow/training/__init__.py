@@ -1,4 +1,5 @@
-"""Training a language model: the Trainer and its config, checkpoints, progress, data parallelism.
+"""Training a language model: the Trainer and its config, the hooks that watch its steps (health, the
+stop before a divergence), the picture of a run, checkpoints, progress, data parallelism.
 
 from gradflow.training import TrainConfig, Trainer
 Trainer(model, train_ids, val_ids, TrainConfig(max_iters=200)).fit()
@@ -11,6 +12,7 @@ nor the command line.
 """
 
 from gradflow.training.distributed import Distributed, RankError
-from gradflow.training.trainer import TrainConfig, Trainer, TrainingDiverged, default_optimizer
+from gradflow.training.divergence import TrainingDiverged
+from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer
 
 __all__ = ["Distributed", "RankError", "TrainConfig", "Trainer", "TrainingDiverged", "default_optimizer"]

@@ -14,6 +14,13 @@ weighted gradients out in one flat buffer, and MPI's Allreduce replaces every ra
 sum of all ranks' buffers. Each rank now holds the whole batch's gradient and steps its own
 optimizer: the same update of the same weights, so the weights stay equal without being sent.
 
+How it attaches to the Trainer's step, which stays as written for one process: the step calls
+the model through Distributed, as a PyTorch loop calls it through DistributedDataParallel.
+`_, loss = dp(x, y)` computes nothing yet; `loss.backward()` runs this rank's shard, forward and
+backward weighted by n_s / n (data_parallel.shard_loss), then the Allreduce. The shard's forward
+waits for backward() so that both run inside one try: their error rides on the Allreduce to every
+rank, where a rank that raised alone would leave the others waiting in it for ever.
+
 One buffer, one Allreduce per step, laid out as
 
     [ (n_s / n) dL_s/dtheta, every parameter | 1 per parameter with a gradient | (n_s / n) L_s | failed | stop ]
@@ -171,14 +178,23 @@ class Distributed:
         dp.loss(x, y)                           # the loss alone (no graph), also shared out
         dp.close()
 
+    or, called as the model is, so that a loop written for one process stays as it is (the
+    Trainer's step does this; torch's DistributedDataParallel is used the same way):
+
+        _, loss = dp(x, y)
+        loss.backward()                         # forward_backward(x, y)
+        loss.item()                             # the batch's loss (without backward: dp.loss(x, y))
+
     The model is called as model(x, y) -> (logits, mean loss). Making one compares, across ranks,
     the parameters' names and shapes, `facts`, and the weights' checksum, and refuses (RankError,
     on every rank) to start unless every rank has rank 0's. BLAS gets this machine's cores divided
-    among its ranks until close().
+    among its ranks until close(). asked_to_stop() says whether this rank was asked to stop (Ctrl-C)
+    when loss.backward() runs; stop_agreed, whether any rank was, as the last Allreduce told them all.
     """
 
-    def __init__(self, model, comm, facts=None):
+    def __init__(self, model, comm, facts=None, asked_to_stop=lambda: False):
         self.model, self.comm, self.rank, self.size = model, comm, comm.Get_rank(), comm.Get_size()
+        self.asked_to_stop, self.stop_agreed = asked_to_stop, False
         self.params = model.parameters()
         shapes = json.dumps([(name, p.shape, p.dtype.str) for name, p in model.named_parameters()])
         weights = fingerprint(*(p.data for p in self.params))
@@ -208,7 +224,13 @@ class Distributed:
             p.grad = old
             if count > 0:
                 p._accumulate_grad(self.buffer[s].reshape(p.shape))  # copied, or added to what was there
-        return float(self.buffer[-3]), bool(self.buffer[-1])
+        self.stop_agreed = bool(self.buffer[-1])
+        return float(self.buffer[-3]), self.stop_agreed
+
+    def __call__(self, x, y):
+        """(None, the batch's ShardedLoss): nothing is computed until its backward() or item() (see
+        the module's docstring for why the forward waits)."""
+        return None, ShardedLoss(self, x, y)
 
     def loss(self, x, y):
         """The batch's mean loss, without recording a graph (for evaluation)."""
@@ -256,3 +278,19 @@ class Distributed:
         """After an Allreduce that counted `failed` ranks failing: every rank raises, naming the first."""
         if failed:
             raise rank_error(failures(self.comm, failure)) from failure
+
+
+class ShardedLoss:
+    """The batch's loss as a Distributed computes it: backward() runs forward_backward (each rank's
+    shard, then the Allreduce), item() the batch's mean loss, from that or, without it, from loss()."""
+
+    def __init__(self, parallel, x, y):
+        self.parallel, self.x, self.y, self.value = parallel, x, y, None
+
+    def backward(self):
+        self.value, _ = self.parallel.forward_backward(self.x, self.y, stop=self.parallel.asked_to_stop())
+
+    def item(self):
+        if self.value is None:
+            self.value = self.parallel.loss(self.x, self.y)
+        return self.value

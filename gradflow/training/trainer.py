@@ -1,36 +1,39 @@
-"""The cross-entropy trainer: it trains any model called as model(x, y) -> (logits, loss) on token ids.
+"""The trainer: gradient descent on any model called as model(x, y) -> (logits, loss), on token ids.
 
-One step, the whole of learning:
-    x, y = a random (B, T) window of the training ids and the same window shifted by one
-    loss = mean over positions of -log P(y_t | x_<=t)        (the model computes it)
-    loss.backward()                                          dloss/dtheta for every parameter
-    clip the gradient's norm, set the learning rate from the schedule, optimizer.step()
+Read after models/gpt.py, the last file of the reading order (README.md gives it).
 
-Distributed (Trainer(..., distributed=True), under `mpiexec -n N`): the batch is cut into N shards,
-each MPI rank computes one shard's gradient and an all-reduce sums them (gradflow.training.distributed):
-the same step, on more cores or machines. Rank 0 alone prints, shows progress, logs and writes the
-checkpoints; the evaluation batches are shared out like the training ones.
+One step, the whole of learning (Trainer.train_step):
+
+    x, y   = a random (B, T) window of the training ids, and the same window shifted by one
+    L      = mean over positions of -log P(y_t | x_<=t)           forward: the model computes it
+    g      = grad L(theta)                                         backward: loss.backward()
+    theta <- theta - lr_t * update(clip(g))                        clip: g * min(1, grad_clip / ||g||);
+                                                                   update: the optimizer's (AdamW's
+                                                                   by default); lr_t: the schedule
+
+Around the step, the rest of this file keeps a run going and safe: evaluations on fixed batches,
+checkpoints, exact resume, Ctrl-C, metrics.jsonl. What watches the step attaches through its hooks
+(hooks.py) or sits in a file of its own:
+
+    divergence.py   a non-finite loss or gradient stops the run before the weights change
+    health.py       per block, the gradient's norm and the update's size; how often clipping fired
+    hooks.py        the points where these attach; anomaly mode (detect_anomaly) is one
+    plot.py         loss.png: the losses and the health, drawn when the run ends
+    distributed.py  over MPI (distributed=True, under `mpiexec -n N`), the step calls the model
+                    through Distributed: each rank runs a shard of the batch, and loss.backward()
+                    ends in one Allreduce summing the shards' gradients; the same step, on more
+                    cores or machines. Rank 0 alone prints, logs and writes the checkpoints.
 
 Exact resume: a checkpoint holds the weights, the optimizer's moments, the step, and the states of
 both random generators (the one that draws batches and gradflow's, which draws dropout masks), so
-a run stopped at step s and resumed continues with the very same batches and updates.
+a run stopped at step s and resumed continues with the very same batches and updates. A fresh run
+refuses a directory that holds a checkpoint, unless told to overwrite it.
 
-Nothing saved is lost: a fresh run refuses a directory that holds a checkpoint (unless told to
-overwrite it), and a step whose loss or gradient is not finite stops the run before the weights
-change, so the last checkpoint, written at a finite state, stays the one on disk.
-
-Training health: before each evaluation the step also measures, per block, the gradient's norm
-and the update's size relative to the weights, ||delta w|| / ||w|| (about 1e-3 is healthy; far
-above, the block is thrown around; far below, it has stopped learning), and how often clipping
-fired since the last evaluation.
-
-Read after models/gpt.py (README.md gives the reading order).
+fit() runs in the fast tier of kernels unless a tier was chosen (gradflow/engine/kernels.py).
 """
 
-import contextlib
 import json
 import math
-import re
 import signal
 import time
 import warnings
@@ -39,15 +42,19 @@ from pathlib import Path
 
 import numpy as np
 
-from gradflow.engine.anomaly import detect_anomaly
 from gradflow.engine.autograd import no_grad
 from gradflow.engine.grad_norm import grad_norm
+from gradflow.engine.kernels import fast_unless_chosen
 from gradflow.engine.rng import get_rng_state, set_rng_state
 from gradflow.fast.memory import tune_malloc
 from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from gradflow.text import get_batch
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from gradflow.training.distributed import Distributed, agree, fingerprint, world
+from gradflow.training.divergence import StopOnDivergence, TrainingDiverged
+from gradflow.training.health import Health
+from gradflow.training.hooks import AnomalyMode, Hooks
+from gradflow.training.plot import plot_run
 from gradflow.training.progress import Progress
 
 
@@ -157,10 +164,6 @@ def resume_config(saved, requested, spell=str):
     return config, changes
 
 
-class TrainingDiverged(FloatingPointError):
-    """The loss or a gradient stopped being finite: the run stops before the weights change."""
-
-
 def check_fresh(out_dir):
     """Refuse to start a new run where a checkpoint lies: it would be overwritten at step 0."""
     path = Path(out_dir) / "ckpt.npz"
@@ -190,12 +193,6 @@ def read_metrics(path):
     return records
 
 
-def block_of(name):
-    """The part of the model a parameter belongs to, for health metrics: blocks.2.attn.q.weight -> blocks.2."""
-    match = re.match(r"(.*?\.\d+)\.", name)
-    return match.group(1) if match else name.rsplit(".", 1)[0]
-
-
 def default_optimizer(model, config):
     """AdamW that decays the matrices (weights, embeddings) but not the vectors (biases, norm gains)."""
     params = model.parameters()
@@ -216,6 +213,7 @@ class Trainer:
 
     meta: JSON-serialisable facts stored in every checkpoint (model type and config, tokenizer).
     on_eval(trainer, step): called after each evaluation (on rank 0 alone), e.g. to print a sample.
+    Whatever else should watch each step joins trainer.hooks (hooks.py).
     overwrite: start a fresh run even where out_dir holds a checkpoint (else that is an error).
     distributed: this process is one rank of an MPI job (run as `mpiexec -n N python -m mpi4py
     script.py`, so that an error on one rank ends them all); config.processes is then the number
@@ -261,10 +259,9 @@ class Trainer:
         self.history = []  # one dict per evaluation
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.saved_step = None  # the step of the checkpoint on disk that this run wrote or resumed
-        self._health = {"clipped": 0, "steps": 0}  # clipping since the last evaluation, then the measured step
+        self.hooks = Hooks([StopOnDivergence(), Health(), AnomalyMode()])  # what watches each step (hooks.py)
+        self.parallel = None  # over more than one rank, while fit() runs: the model as Distributed shares it out
         self._stop = False  # Ctrl-C asked this process to stop
-        self._stop_agreed = False  # and, over MPI, some rank was asked at the last step: every rank stops
-        self._parallel = None  # the Distributed of a run over more than one rank, while fit() runs
 
     # --- the data: a subclass that learns from other data overrides these three ----------------
 
@@ -294,13 +291,13 @@ class Trainer:
     @no_grad()
     def estimate_loss(self):
         """Mean loss over the fixed evaluation batches of each split (the same batches at every evaluation)."""
-        was_training = self.model.training
+        model, was_training = self.parallel or self.model, self.model.training
         self.model.eval()
         out = {}
         for split in ("train", "val"):
             losses = []
             for x, y in self.evaluation_batches(split):
-                losses.append(self._parallel.loss(x, y) if self._parallel else self.model(x, y)[1].item())
+                losses.append(model(x, y)[1].item())
             out[f"{split}_loss"] = float(np.mean(losses))
             out[f"{split}_ppl"] = math.exp(min(out[f"{split}_loss"], 709.0))  # e^709.8 is float64's largest
         self.model.train(was_training)
@@ -352,85 +349,38 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------------
 
     def train_step(self):
-        """One update; returns the batch loss. A non-finite loss or gradient raises TrainingDiverged
-        before the weights change."""
+        """One step of gradient descent on the next batch; returns the batch's loss.
+
+            theta <- theta - lr_t * update(clip(grad L(theta)))
+
+        The hooks hear of it after backward, before the update and after it (hooks.py); a loss or
+        gradient that is not finite stops the run there, before the weights change (divergence.py).
+        """
         c = self.config
+        model = self.parallel or self.model  # over MPI, Distributed: each rank runs a shard of the batch
         set_lr(self.optimizer, self.schedule(self.step))
         x, y = self.training_batch()
         self.tokens_seen += x.size
         self.optimizer.zero_grad()
-        if self._parallel:  # the same gradient, each rank computing a shard of the batch
-            loss, self._stop_agreed = self._parallel.forward_backward(x, y, stop=self._stop)
-        else:
-            with self._anomaly_mode():
-                _, loss = self.model(x, y)
-                loss.backward()
-            loss = loss.item()
-        params = [p for p in self.model.parameters() if p.requires_grad]  # a frozen weight has nothing to clip
-        measure = (self.step + 1) % c.eval_interval == 0 or self.step + 1 == c.max_iters
-        grads = self._block_sums(params, [p.grad for p in params]) if measure else None  # before clipping
-        norm = clip_grad_norm(params, c.grad_clip) if c.grad_clip > 0 else grad_norm(params)
-        if not (math.isfinite(loss) and math.isfinite(norm)):
-            raise TrainingDiverged(self._divergence(loss, norm))
-        self._health["clipped"] += c.grad_clip > 0 and norm > c.grad_clip
-        before = [p.data.copy() for p in params] if measure else None
+        _, loss = model(x, y)
+        loss.backward()
+        self.hooks.after_backward(self)
+        norm = clip_grad_norm(self.trainable, c.grad_clip) if c.grad_clip > 0 else grad_norm(self.trainable)
+        self.hooks.before_update(self, loss.item(), norm)
         self.optimizer.step()
         self.step += 1
-        if measure:
-            updates = self._block_sums(params, [p.data - old for p, old in zip(params, before)])
-            weights = self._block_sums(params, before)
-            self._health["grad_norm"] = norm
-            self._health["blocks"] = {
-                block: {"grad_norm": math.sqrt(g), "update_ratio": math.sqrt(updates[block] / weights[block])}
-                for block, g in grads.items()
-                if weights[block] > 0
-            }
-        return loss
+        self.hooks.after_update(self)
+        return loss.item()
 
-    def _block_sums(self, params, arrays):
-        """Sum of squares of `arrays` (one per parameter) within each block; parameters without a gradient skipped."""
-        sums = {}
-        for p, a in zip(params, arrays):
-            if p.grad is not None:
-                block = block_of(self.names[id(p)])
-                sums[block] = sums.get(block, 0.0) + float(np.vdot(a, a))
-        return sums
-
-    def _anomaly_mode(self):
-        return detect_anomaly() if self.config.detect_anomaly else contextlib.nullcontext()
-
-    def _divergence(self, loss, norm):
-        """The one line that says where a run diverged, and what was kept."""
-        worst, worst_norm = None, -1.0
-        for name, p in self.model.named_parameters():
-            if p.grad is not None:
-                n = float(np.sqrt(np.vdot(p.grad, p.grad)))
-                if not math.isfinite(n) or n > worst_norm:
-                    worst, worst_norm = name, n
-                    if not math.isfinite(n):
-                        break
-        kept = (
-            f"{self.checkpoint_path()} (step {self.saved_step}) is kept"
-            if self.saved_step is not None
-            else "no checkpoint was written"
-        )
-        return (
-            f"train: stopped at step {self.step + 1}: the loss is {loss:.4g} and the gradient's norm {norm:.4g} "
-            f"(largest: {worst}, {worst_norm:.4g}); the weights were not updated and {kept}; "
-            "try a lower learning rate, or find the first non-finite op with detect_anomaly"
-        )
+    @property
+    def trainable(self):
+        """The parameters that learn (a frozen weight has nothing to clip)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     def evaluate(self, bar=None):
+        """Estimate the losses, log them with what the hooks add, tell on_eval, save a checkpoint."""
         metrics = {"step": self.step, **self.estimate_loss()}
-        if not (math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["val_loss"])):
-            raise TrainingDiverged(
-                f"train: stopped at step {self.step}: the estimated loss is {metrics['val_loss']:.4g}; "
-                f"{self.checkpoint_path()} (step {self.saved_step}) is kept"
-            )
-        if self.step > 0 and "blocks" in self._health:
-            h, steps = self._health, self.step - (self.history[-1]["step"] if self.history else 0)
-            metrics.update(grad_norm=h["grad_norm"], clip_fraction=h["clipped"] / max(steps, 1), blocks=h["blocks"])
-            self._health = {"clipped": 0}
+        self.hooks.evaluated(self, metrics)
         self.history.append(metrics)
         self.log(metrics)
         if bar is not None:
@@ -449,6 +399,12 @@ class Trainer:
         A fresh run (step 0) refuses an out_dir holding a checkpoint unless overwrite=True; a
         non-finite loss or gradient raises TrainingDiverged, leaving the last checkpoint as it was.
         """
+        with fast_unless_chosen():
+            self._run()
+        return self.history
+
+    def _run(self):
+        """What fit() runs: evaluations and steps to max_iters, then the checkpoint and the picture."""
         c = self.config
         if self.comm is None:
             self._start()
@@ -461,32 +417,35 @@ class Trainer:
         started, first = time.perf_counter(), self.tokens_seen
         try:
             if c.processes > 1:  # every rank checks that all start alike
-                self._parallel = Distributed(self.model, self.comm, facts=self._facts())
+                self.parallel = Distributed(
+                    self.model, self.comm, facts=self._facts(), asked_to_stop=lambda: self._stop
+                )
             if self.step == 0:
                 self.evaluate(bar)
             while self.step < c.max_iters and not self._stopping():
-                loss = self.train_step()
+                with self.hooks.during_step(self):
+                    loss = self.train_step()
                 self.log({"step": self.step, "loss": loss, "lr": self.schedule(self.step - 1)})
                 if bar is not None:
                     rate = (self.tokens_seen - first) / (time.perf_counter() - started)
                     bar.update(self.step, loss=loss, **{"tok/s": f"{rate:,.0f}"})
                 if self.step % c.eval_interval == 0 or self.step == c.max_iters:
                     self.evaluate(bar)
+            stopped = self._stopping()
         except TrainingDiverged:
             self.plot()  # the picture of the divergence helps; the checkpoint stays the last good one
             raise
         finally:
-            if self._parallel:
-                self._parallel.close()
-                self._parallel = None
+            if self.parallel:
+                self.parallel.close()
+                self.parallel = None
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
             if bar is not None:
                 bar.close()
-        if self._stopping():
+        if stopped:
             self.save()
         self.plot()
-        return self.history
 
     def _start(self):
         """A fresh run (step 0, not resumed) refuses a checkpoint in out_dir, and starts a new log."""
@@ -507,7 +466,7 @@ class Trainer:
     def _stopping(self):
         """Whether to stop before the next step: asked by Ctrl-C; over MPI, asked of any rank by the
         last step's Allreduce, which every rank reads alike, so that all stop at the same step."""
-        return self._stop_agreed if self.config.processes > 1 else self._stop
+        return self.parallel.stop_agreed if self.parallel else self._stop
 
     def _catch_interrupt(self):
         """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once."""
@@ -535,48 +494,8 @@ class Trainer:
             f.write(json.dumps(record) + "\n")
 
     def plot(self):
-        """Draw the loss curves, and per block the gradient norm and update/weight ratio, to out_dir/loss.png
-        (rank 0 alone; None elsewhere)."""
+        """Draw out_dir/loss.png (plot.py) from metrics.jsonl and the evaluations; rank 0 alone (None elsewhere)."""
         if self.rank > 0:
             return None
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         records = read_metrics(self.out_dir / "metrics.jsonl")
-        batches = [(r["step"], r["loss"]) for r in records if "loss" in r]
-        health = [h for h in self.history if "blocks" in h]
-        fig, axes = plt.subplots(3 if health else 1, 1, figsize=(7, 9 if health else 4), sharex=True, squeeze=False)
-        ax = axes[0, 0]
-        if batches:
-            ax.plot(*zip(*batches), lw=0.8, alpha=0.5, label="batch loss")
-        if self.history:
-            evals = [h["step"] for h in self.history]
-            ax.plot(evals, [h["train_loss"] for h in self.history], "o-", label="train (estimate)")
-            ax.plot(evals, [h["val_loss"] for h in self.history], "o-", label="validation (estimate)")
-        ax.set_ylabel("cross-entropy (nats per token)")
-        ax.legend()
-        if health:
-            steps = [h["step"] for h in health]
-            for block in health[-1]["blocks"]:
-                for row, key in ((1, "grad_norm"), (2, "update_ratio")):
-                    values = [h["blocks"].get(block, {}).get(key, np.nan) for h in health]
-                    axes[row, 0].semilogy(steps, values, ".-", lw=1, label=block)
-            axes[1, 0].semilogy(steps, [h["grad_norm"] for h in health], "k-", lw=1.5, label="all")
-            clipped = [(h["step"], h["grad_norm"]) for h in health if h["clip_fraction"] > 0]
-            if clipped:
-                axes[1, 0].plot(*zip(*clipped), "kx", ms=8, label="clipped since the last evaluation")
-            if self.config.grad_clip > 0:
-                axes[1, 0].axhline(self.config.grad_clip, color="k", ls=":", lw=1, label="clipping threshold")
-            axes[1, 0].set_ylabel("gradient norm")
-            axes[2, 0].set_ylabel("||update|| / ||weights||")
-            axes[1, 0].legend(fontsize=7, ncol=2)
-        for ax in axes[:, 0]:
-            ax.grid(alpha=0.3)
-        axes[-1, 0].set_xlabel("step")
-        fig.tight_layout()
-        path = self.out_dir / "loss.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return path
+        return plot_run(self.out_dir / "loss.png", records, self.history, self.config.grad_clip)

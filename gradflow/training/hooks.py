@@ -1,0 +1,71 @@
+"""The Trainer's hooks: what watches a run attaches at named points of each step, outside its lines.
+
+    with hook.during_step(trainer):                  around each train_step
+        forward; backward
+        hook.after_backward(trainer)                 grad L(theta) is in .grad, not yet clipped
+        clip
+        hook.before_update(trainer, loss, norm)      the weights have not changed yet
+        optimizer.step()
+        hook.after_update(trainer)                   trainer.step counts the update
+    hook.evaluated(trainer, metrics)                 an evaluation's record, before it is logged
+
+The Trainer calls its hooks in order (trainer.hooks, a list you may add to). Its own:
+StopOnDivergence (divergence.py), Health (health.py), and AnomalyMode below.
+"""
+
+import contextlib
+
+from gradflow.engine.anomaly import detect_anomaly
+
+
+class Hook:
+    """One thing that watches a run; each point does nothing unless a subclass says otherwise."""
+
+    def during_step(self, trainer):
+        return contextlib.nullcontext()
+
+    def after_backward(self, trainer):
+        pass
+
+    def before_update(self, trainer, loss, norm):
+        """loss: the batch's loss; norm: ||grad L(theta)|| before clipping (both floats)."""
+
+    def after_update(self, trainer):
+        pass
+
+    def evaluated(self, trainer, metrics):
+        """metrics: the record about to be logged ({"step", "train_loss", ...}); a hook may add to it."""
+
+
+class Hooks(list):
+    """The hooks of a Trainer, each called at every point in the order of the list."""
+
+    def during_step(self, trainer):
+        stack = contextlib.ExitStack()
+        for hook in self:
+            stack.enter_context(hook.during_step(trainer))
+        return stack
+
+    def after_backward(self, trainer):
+        for hook in self:
+            hook.after_backward(trainer)
+
+    def before_update(self, trainer, loss, norm):
+        for hook in self:
+            hook.before_update(trainer, loss, norm)
+
+    def after_update(self, trainer):
+        for hook in self:
+            hook.after_update(trainer)
+
+    def evaluated(self, trainer, metrics):
+        for hook in self:
+            hook.evaluated(trainer, metrics)
+
+
+class AnomalyMode(Hook):
+    """With trainer.config.detect_anomaly, every op of each step, forward and backward, is checked for
+    NaN and inf, and the first to make one is named (gradflow/engine/anomaly.py)."""
+
+    def during_step(self, trainer):
+        return detect_anomaly() if trainer.config.detect_anomaly else contextlib.nullcontext()
