@@ -13,10 +13,11 @@ inputs (Tensors); keyword arguments are constants (axis, shape, mask).
 
     dL/dx = sum over the uses u of x of  dL/du * du/dx
 
-so the walk takes the nodes in topological order, root first: a node runs only after every use of
-its output has sent its share. At the node of each op u it pops dL/du (the sum of those shares),
-calls u's backward for dL/du * du/dx of each input x, adds that to x's sum (a leaf, such as a
-parameter, keeps its sum in `.grad`), and frees what u's forward saved.
+so the walk visits the nodes in reverse topological order (root first, each node before the nodes
+that made its inputs): a node runs only after every use of its output has sent its share. At the
+node of each op u it pops dL/du (the sum of those shares), calls u's backward for dL/du * du/dx of
+each input x, adds that to x's sum (a leaf, such as a parameter, keeps its sum in `.grad`), and
+frees what u's forward saved.
 
 Three concerns sit beside the walk, each in its own file: the guards that keep what forward saved
 unchanged until backward uses it (saved.py), the names errors give ops, tensors and modules
