@@ -34,7 +34,7 @@ import numpy as np
 from gradflow.engine import hooks
 from gradflow.engine.dtype import keep_dtype
 from gradflow.engine.hooks import watchers
-from gradflow.engine.naming import describe, op_error, op_name  # noqa: F401  (tensor.py reads autograd.describe)
+from gradflow.engine.naming import op_error, op_name
 from gradflow.engine.saved import check_saved, guard_saved, viewed
 
 _grad_enabled = True

@@ -8,7 +8,7 @@ or of its output (guard_saved), until its backward has run:
   versions   the node remembers the version of each tensor whose memory it saved (every in-place
              change counts one); backward refuses to run if one went up (check_saved);
   writes     writes into that memory through `tensor.data` are refused while the node lives
-             (Tensor.data hands out a read-only SavedArray);
+             (the tensor's side, below: its .data is then a read-only SavedArray);
   freed      backward frees what forward saved (unless retain_graph=True): a second backward through
              the same nodes is refused with the way out.
 
