@@ -1,6 +1,6 @@
 """Sampling text from a language model: greedy, temperature, top-k, top-p, with a KV cache.
 
-From the logits l of the next token (documents 000 and 003):
+From the logits l of the next token (as "The Mathematics Behind LLM Thinking" and "A Worked Walk-Through" write it):
     temperature T:  P = softmax(l / T); T < 1 sharpens, T > 1 flattens, T = 0 is greedy (argmax)
     top-k:          keep the k most probable tokens, renormalise among them
     top-p:          sort P descending and keep the smallest prefix whose cumulative probability
