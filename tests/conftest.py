@@ -4,8 +4,9 @@ import pytest
 import gradflow as gf
 
 # These modules run every test once per tier of kernels (gradflow/engine/kernels.py): the fast kernels a
-# model trains with by default, and the plain ops a learner reads. Other modules run in the tier
-# in use (GRADFLOW_KERNELS=plain runs them all on the plain ops).
+# model trains with, and the plain ops a learner reads. Other modules run in the tier in use: the
+# library's plain, the fast one inside what trains (the Trainer, the commands), unless
+# GRADFLOW_KERNELS chooses (GRADFLOW_KERNELS=plain runs them all on the plain ops).
 BOTH_TIERS = {"test_gradcheck.py", "test_gradcheck_table.py", "test_fused.py", "test_layers.py", "test_models.py"}
 
 
@@ -16,13 +17,13 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(autouse=True)
 def kernels(request):
-    """The tier a test runs in: its parameter in BOTH_TIERS, else the one in use (left as it is)."""
+    """The tier a test runs in: its parameter in BOTH_TIERS, else the one in use. Either way the next test
+    finds the switch as it was, chosen or not (a test that calls gf.use_kernels would otherwise leave
+    its choice to every later one, and a later run in this process and one in a subprocess would
+    differ in the last bits)."""
     tier = getattr(request, "param", None)
-    if tier is None:
+    with gf.use_kernels(tier or gf.kernels_in_use(), chosen=tier is not None):
         yield gf.kernels_in_use()
-        return
-    with gf.use_kernels(tier):
-        yield tier
 
 
 @pytest.fixture(autouse=True)
