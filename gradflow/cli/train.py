@@ -213,7 +213,10 @@ def _ends_every_rank(comm):
         if comm.Get_rank() == 0 or not interrupted:
             said = first_line(error).removeprefix("train: ")
             said = "interrupted" if interrupted else f"rank {comm.Get_rank()}: {said}"
-            print(f"gradflow train: {said}", file=sys.__stderr__, flush=True)
+            # one write, newline included: mpiexec forwards each rank's writes as they come, and a line
+            # written in two pieces (print's text, then its end) could take another rank's output between them
+            sys.__stderr__.write(f"gradflow train: {said}\n")
+            sys.__stderr__.flush()
         nowhere = os.open(os.devnull, os.O_WRONLY)
         os.dup2(nowhere, 2)  # MPI's own report of the abort would follow the line above
         comm.Abort(130 if interrupted else 1)
