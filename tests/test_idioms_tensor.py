@@ -40,6 +40,17 @@ def row_assignment(y):
     return y
 
 
+def augmented_assignments(y):
+    """y += ..., y -= ..., y *= ..., y /= ... change y itself, as PyTorch's do."""
+    same = y
+    y += 1.5
+    y -= 0.5 * same
+    y *= 3
+    y /= 2
+    assert y is same
+    return same
+
+
 # Each row: the call in gradflow, the same call in PyTorch. x is a float64 tensor of shape (2, 3, 4)
 # with distinct values that requires grad; y is a copy of it outside the graph, for the in-place forms.
 IDIOMS = [
@@ -129,13 +140,14 @@ IDIOMS = [
     ("y.masked_fill_(y > 0, 0.0)",                "y.masked_fill_(y > 0, 0.0)"),
     ("masked_assignment(y)",                      "masked_assignment(y)"),
     ("row_assignment(y)",                         "row_assignment(y)"),
+    ("augmented_assignments(y)",                  "augmented_assignments(y)"),
 ]  # fmt: skip
 
 
 def _call(code, lib, x):
     """Evaluate a row's call with x, y = a copy of x outside the graph, and lib's names in scope."""
     names = {"gf": gf} if lib is gf else {"torch": torch}
-    names |= {"masked_assignment": masked_assignment, "row_assignment": row_assignment}
+    names |= {f.__name__: f for f in (masked_assignment, row_assignment, augmented_assignments)}
     return eval(code, names, {"x": x, "y": x.detach().clone()})
 
 
@@ -576,6 +588,52 @@ def test_in_place_forms_compute_their_out_of_place_twins():
     assert x.copy_(np.array([4.0, 5.0, 6.0])).tolist() == [4.0, 5.0, 6.0]
     x[x > 4.5] = -1.0
     assert x.tolist() == [4.0, -1.0, -1.0] and x.dtype == np.float32
+
+
+def gradient_descent(lib, steps=3, lr=0.1):
+    """The update PyTorch's own tutorials write: p -= lr * p.grad under no_grad, for each parameter."""
+    w = lib.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    b = lib.tensor([0.1, -0.2], requires_grad=True)
+    x = lib.tensor([[1.0, 2.0], [-1.0, 0.5], [0.0, 3.0]])
+    losses = []
+    for _ in range(steps):
+        loss = ((x @ w + b) ** 2).mean()
+        loss.backward()
+        with lib.no_grad():
+            for p in (w, b):
+                p -= lr * p.grad
+                p.grad = None
+        losses.append(loss.item())
+    return losses, np.asarray(w.detach()), np.asarray(b.detach())
+
+
+def test_p_minus_equals_lr_times_grad_under_no_grad_trains_the_parameters():
+    losses, w, b = gradient_descent(gf)
+    assert losses[1] < losses[0] and losses[2] < losses[1]  # the weights change: the loss falls
+    assert not np.allclose(w, [[0.5, -1.0], [2.0, 0.25]])
+    if torch is not None:
+        expected = gradient_descent(torch)
+        assert_allclose(losses, expected[0], rtol=1e-6)
+        assert_allclose(w, expected[1], rtol=1e-6)
+        assert_allclose(b, expected[2], rtol=1e-6)
+
+
+def test_augmented_assignment_outside_no_grad():
+    w = gf.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=re.escape("-=: a tensor of shape (2,) is a leaf that requires grad")):
+        w -= 0.1  # as PyTorch: a leaf that requires grad is not changed in place while recording
+    h = w * 2
+    before = h
+    h += 1  # an op's output in the graph: rebound to h + 1, with the same values and gradient as PyTorch's
+    assert h is not before and h.grad_fn.name == "add" and h.tolist() == [3.0, 5.0]
+    h.sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0]
+    total = gf.zeros(2)
+    total += w  # a value that requires grad: the sum is recorded, as PyTorch records it
+    assert total.requires_grad and total.tolist() == [1.0, 2.0]
+    counts = gf.zeros(2)
+    counts += 1  # nothing requires grad: in place, counted in the version
+    assert counts.version == 1
 
 
 def test_every_in_place_change_counts_in_the_version():

@@ -1,4 +1,4 @@
-"""In-place changes of a tensor, under PyTorch's names (a trailing _): add_, mul_, fill_, normal_, ...
+"""In-place changes of a tensor, under PyTorch's names: add_, mul_, fill_, normal_, ..., and += -= *= /=.
 
 Each computes its out-of-place twin (x + alpha * y for add_) and writes the result into the
 tensor's own memory, through `in_place()`, which counts the change in the tensor's version: a
@@ -69,6 +69,32 @@ class InPlace:
                 f"{op}: the value written requires grad, and an in-place change is not recorded in the graph; "
                 "write it out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
             )
+
+    # x += y, x -= y, x *= y, x /= y: PyTorch changes x in place. Without these Python would rebind x to
+    # x + y, and the update `for p in model.parameters(): p -= lr * p.grad` would change no parameter.
+    def __iadd__(self, other):
+        return self._augmented("+=", lambda: self + other, other)
+
+    def __isub__(self, other):
+        return self._augmented("-=", lambda: self - other, other)
+
+    def __imul__(self, other):
+        return self._augmented("*=", lambda: self * other, other)
+
+    def __itruediv__(self, other):
+        return self._augmented("/=", lambda: self / other, other)
+
+    def _augmented(self, op, compute, other):
+        """x op= other: in place, through _update and its version count, where PyTorch changes x in place
+        without recording it (under no_grad, or where nothing requires grad). Where the graph being
+        recorded needs the change (x is an op's output that requires grad, or other requires grad),
+        PyTorch records it in place; gradflow records no in-place change, so x is rebound to the
+        out-of-place result, with the same values and gradient. A leaf that requires grad is refused
+        by _update, as PyTorch refuses it."""
+        recorded = self.requires_grad and self.grad_fn is not None or getattr(other, "requires_grad", False)
+        if autograd.is_grad_enabled() and recorded and not (self.requires_grad and self.grad_fn is None):
+            return compute()
+        return self._update(op, compute, other)
 
     def add_(self, other, alpha=1):
         """x <- x + alpha * other"""
