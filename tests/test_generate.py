@@ -1,4 +1,5 @@
-"""Sampling rules as documents 000 and 003 define them, and KV-cached generation."""
+"""Sampling rules as "The Mathematics Behind LLM Thinking" and "A Worked Walk-Through" define them, and KV-cached
+generation."""
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ def kept(p):
 
 def test_top_k_keeps_the_k_most_probable(toy_logits):
     p = filter_probs(toy_logits, top_k=3)
-    assert kept(p) == {"mat", "cat", "sat"}  # 003: "we would sample only from {mat, cat, sat}"
+    assert kept(p) == {"mat", "cat", "sat"}  # the walk-through: "we would sample only from {mat, cat, sat}"
     np.testing.assert_allclose(p.sum(), 1.0)
 
 
@@ -40,7 +41,7 @@ def test_top_p_nucleus_of_the_worked_example(toy_logits):
 
 
 def test_temperature_sharpens_and_flattens(toy_logits):
-    # T = 0.5 (003's table, corrected): [.0744 .2457 .2457 .1452 .2890]; T = 2 keeps the order but flattens
+    # T = 0.5 (the walk-through's table, corrected): [.0744 .2457 .2457 .1452 .2890]; T = 2 keeps the order but flattens
     corrected = [0.0744, 0.2457, 0.2457, 0.1452, 0.2890]
     np.testing.assert_allclose(filter_probs(toy_logits, temperature=0.5), corrected, atol=5e-5)
     flat = filter_probs(toy_logits, temperature=2.0)
