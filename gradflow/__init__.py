@@ -54,6 +54,7 @@ from gradflow.engine.rng import get_rng_state, manual_seed, set_rng_state
 from gradflow.engine.serialize import load, save
 from gradflow.engine.tensor import Tensor, matmul
 from gradflow.nn import functional
+from gradflow.tools.accumulation import warn_grad_accumulation
 from gradflow.tools.explore import explore
 from gradflow.tools.graph import draw_graph
 from gradflow.tools.profile import profile
@@ -75,6 +76,6 @@ __all__ = [
     "int32", "int64", "is_grad_enabled", "kernels_in_use", "load", "long", "manual_seed", "matmul", "maximum",
     "minimum", "multinomial", "nn", "no_grad", "numel", "numerical_grad", "ones", "ones_like", "ops", "optim",
     "profile", "rand", "rand_like", "randint", "randn", "randn_like", "save", "set_default_dtype",
-    "set_rng_state", "split", "stack", "Tensor", "tensor", "topk", "tril", "triu", "use_kernels", "where",
-    "zeros", "zeros_like",
+    "set_rng_state", "split", "stack", "Tensor", "tensor", "topk", "tril", "triu", "use_kernels",
+    "warn_grad_accumulation", "where", "zeros", "zeros_like",
 ]  # fmt: skip
