@@ -90,6 +90,41 @@ def test_every_blank_fails_as_todo_and_every_solution_passes(exercise, blank, so
     assert isinstance(said, str) and said
 
 
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
+def test_a_backward_states_its_forward_and_leaves_the_derivation_to_the_hints(exercise):
+    """Derive, not transcribe: a backward's file states the forward and what to find; no line of the op's
+    docstring that gives a gradient (a "dL/d...", "d loss / d z" or "Backward:" line) shows in it, given code included."""
+    stub = workspace.file_text(exercise)
+    assert len(exercise.hints) == 3 and all(isinstance(h, str) and len(h) > 10 for h in exercise.hints)
+    if exercise.piece.attribute != "backward":
+        return
+    assert exercise.states and exercise.states.splitlines()[0] in stub and "find" in exercise.states
+    doc = inspect.cleandoc(exercise.piece.owner.__doc__ or "")
+    derivation = [line.strip() for line in doc.splitlines() if any(w in line for w in ("dL/d", " / d", "Backward"))]
+    assert derivation, f"{exercise.name}: the op's docstring no longer gives its backward"
+    shown = [line for line in derivation if line in stub]
+    assert not shown, f"{exercise.name} shows its derivation: {shown}"
+
+
+def test_hints_come_in_levels_remembered_in_the_workspace(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    workspace.start(ws)
+    said = []
+    for _ in range(4):
+        assert gradflow("hint", "softmax_backward", "--dir", str(ws)) == 0
+        said.append(capsys.readouterr().out)
+    hints = find("softmax_backward").hints
+    assert [f"hint {n} of 3" in out for out, n in zip(said, (1, 2, 3, 3))] == [True] * 4
+    assert [" ".join(out.split()).count(" ".join(h.split())) for out, h in zip(said, hints)] == [1, 1, 1]
+    assert "gradflow exercises solution softmax_backward" in said[2] and "again" in said[0]
+    solution = find("softmax_backward").piece.source()
+    assert all(line.strip() not in out for out in said for line in solution.splitlines()[1:])
+    assert gradflow("hint", "mul_backward", "--dir", str(ws)) == 0  # each exercise has its own level
+    assert "hint 1 of 3" in capsys.readouterr().out
+    assert gradflow("hint", "softmax_backward", "--dir", str(tmp_path / "nowhere")) == 2
+    assert "holds no exercise files" in capsys.readouterr().err
+
+
 def test_a_check_puts_gradflows_own_piece_back(tmp_path):
     original = ops.Mul.__dict__["backward"]
     attempt(tmp_path, "mul_backward", "da = grad * b if", "da = grad * a if")

@@ -1,4 +1,5 @@
-"""Every tutorial notebook runs from a clean kernel without error, ships with its outputs saved, and its
+"""Every tutorial notebook runs from a clean kernel without error, ships with its outputs saved (its
+your-turn cells without theirs, so that no hint or answer shows before the learner asks), and its
 your-turn cells are right both ways: blank, they print "not yet" and a hint; solved, every check passes.
 
 A your-turn cell is tagged `your-turn`. Its blanks are the lines that hold `# YOUR CODE`, and its
@@ -17,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from gradflow.exercises.notebook import check
 
 TUTORIALS = sorted((Path(__file__).resolve().parents[1] / "tutorials").glob("*.ipynb"))
 IDS = [p.stem for p in TUTORIALS]
@@ -123,8 +126,56 @@ def test_every_section_ends_with_checked_your_turn_cells(path):
         blanks = [line for line in cell.source.splitlines() if BLANK in line]
         assert blanks and len(blanks) == len(cell.metadata.get("solution", [])), cell.source
         assert "check(" in cell.source, cell.source
-        saved = reports(cell)  # committed blank: every check says "not yet"
-        assert saved and all(r.startswith(NOT_YET) for r in saved), (cell.source, saved)
+        assert not cell.outputs, (
+            f"{path.name}: a your-turn cell saved with its output (a hint shows before it is asked):\n{cell.source}"
+        )
+
+
+def answer(line):
+    """A solution line's answer, without spaces: what follows its `name =`, its `return` or its `if`."""
+    code = line.strip().rstrip(":")
+    code = re.sub(r"^(return|if)\s+", "", code)
+    code = re.sub(r"^[A-Za-z_][A-Za-z_0-9.\[\]\"]*\s*(-=|\+=|=)\s*", "", code)
+    return re.sub(r"\s+", "", code)
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=IDS)
+def test_no_your_turn_cell_shows_its_solution(path):
+    """No answer ships visible: neither a your-turn cell's source (its blanks, comments and hints) nor a stored
+    output holds an answer of its solution (answers under 5 characters, a number or a name, are not
+    searched for: they would be found in any text)."""
+    for cell in filter(your_turn, read(path).cells):
+        visible = re.sub(r"\s+", "", cell.source + "".join(o.get("text", "") for o in cell.outputs))
+        for line in cell.metadata["solution"]:
+            shown = answer(line)
+            assert len(shown) < 5 or shown not in visible, (
+                f"{path.name}: the answer {line.strip()!r} shows in:\n{cell.source}"
+            )
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=IDS)
+def test_every_check_gives_its_hint_in_levels(path):
+    """Each check of a your-turn cell passes a tuple of at least two hints (the idea first, then more)."""
+    for cell in filter(your_turn, read(path).cells):
+        for call in ast.walk(parsed(cell.source)):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "check":
+                hints = call.args[2]
+                assert isinstance(hints, ast.Tuple) and len(hints.elts) >= 2, f"{path.name}: {ast.unparse(call)}"
+
+
+def test_the_hints_say_more_each_time(capsys):
+    check(..., 1.0, ("the idea", "the shape", "the formula"))
+    check(2.0, 1.0, ("the idea", "the shape", "the formula"))
+    check(lambda: 1 / 0, 1.0, ("the idea", "the shape", "the formula"))
+    check(..., 1.0, ("the idea", "the shape", "the formula"))
+    check(1.0, 1.0, ("the idea", "the shape", "the formula"))
+    assert capsys.readouterr().out.splitlines() == [
+        "not yet: the idea (run it again for more: hint 1 of 3)",
+        "not yet: the shape (run it again for more: hint 2 of 3)",
+        "not yet: the formula (ZeroDivisionError: division by zero)",
+        "not yet: the formula",
+        "✓ right",
+    ]
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=IDS)

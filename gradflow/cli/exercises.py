@@ -3,6 +3,8 @@
     gradflow exercises list [--dir DIR]          the exercises in order, by track, with your status
     gradflow exercises start DIR                 a workspace: one file per exercise, each a blank to fill
     gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what it unlocked
+    gradflow exercises hint NAME [--dir DIR]     the next hint: the idea, then the shape of the answer, then
+                                                 the formula (remembered in the workspace)
     gradflow exercises solution NAME [--yes]     gradflow's own code for one exercise, after a confirmation
     gradflow exercises train [--dir DIR]         the capstone: the toy GPT trained on your ops and layers,
                                                  beside the same run on gradflow's own
@@ -68,6 +70,25 @@ def run_check(args):
         upnext = f"; next: {workspace.file_name(left[0])}" if left else "; all done"
         print(f"{passed} of {len(EXERCISES)} pass{upnext}")
     return 0 if passed == len(chosen) else 1
+
+
+def run_hint(args):
+    exercise = find(args.name)
+    workspace.check_has_files(args.dir)
+    try:
+        level, hint = workspace.next_hint(exercise, args.dir)
+    except Failed as failed:
+        raise ValueError(f"hint {args.name}: {failed}") from None
+    names = ("the idea", "the shape of the answer", "the formula")
+    print(f"{exercise.name}, hint {level} of {len(exercise.hints)} ({names[level - 1]}):")
+    print(textwrap.indent(textwrap.fill(hint, 96), "  "))
+    if exercise.states and level == 1:
+        print(f"  (the forward and what to find are in {workspace.file_name(exercise)}'s docstring)")
+    if level < len(exercise.hints):
+        print(f"more: gradflow exercises hint {args.name} (again)")
+    else:
+        print(f"that is the last hint; gradflow's own code, if you want it: gradflow exercises solution {args.name}")
+    return 0
 
 
 def run_solution(args):
@@ -157,6 +178,12 @@ def add_command(sub):
     checked.add_argument("name", nargs="?", help="the exercise (default: all, in order)")
     checked.add_argument("--dir", default=".", help="your workspace (default: this folder)")
     checked.set_defaults(run=run_check)
+    hint = actions.add_parser("hint", help="the next hint for one exercise: the idea, the shape, the formula")
+    hint.add_argument("name")
+    hint.add_argument(
+        "--dir", default=".", help="your workspace, which remembers the hints given (default: this folder)"
+    )
+    hint.set_defaults(run=run_hint)
     solution = actions.add_parser("solution", help="print gradflow's own code for one exercise")
     solution.add_argument("name")
     solution.add_argument("--yes", action="store_true", help="print it without asking")

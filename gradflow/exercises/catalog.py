@@ -14,6 +14,7 @@ from gradflow.engine.ops import attention, reduce
 from gradflow.engine.tensor import Tensor
 from gradflow.exercises import behaviour
 from gradflow.exercises.checks import OnTable
+from gradflow.exercises.hints import FORWARD, HINTS
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
 from gradflow.nn.kv_cache import KVCache
@@ -34,6 +35,17 @@ class Exercise:
     task: str  # what to write, for the top of the learner's file
     check: Callable  # (piece, learner) -> what was checked, in words; raises diagnose.Failed
     given: tuple = ()  # gradflow's code around the blank, shown in the file (the piece's class without it)
+
+    @property
+    def hints(self):
+        """(the idea, the shape of the answer, the formula): what `gradflow exercises hint` gives, in turn."""
+        return HINTS[self.name]
+
+    @property
+    def states(self):
+        """For a backward, its forward and what to find, which the learner's file shows in place of the op's
+        docstring (that holds the derivation, the exercise itself); None for the other pieces."""
+        return FORWARD.get(self.name)
 
 
 def _backward(op, title, task, check, name=None, given=None):
@@ -142,7 +154,7 @@ EXERCISES = (
             None,
             "Max.backward (Min's too): the gradient goes to the largest",
             Piece(reduce._Extreme, "backward", "Max.backward"),
-            "Return dL/dx: g flows to the elements equal to the max, shared evenly between ties.",
+            "Return dL/dx. Mind the ties: a row [1, 3, 3] has its max twice.",
             OnTable(("max", "min"), extra=(_ties,)),
             (reduce._Extreme, reduce.Max),
         ),
@@ -220,7 +232,7 @@ EXERCISES = (
         "training",
         _backward(
             ops.CrossEntropy,
-            "CrossEntropy.backward: probabilities minus the one-hot target",
+            "CrossEntropy.backward: the loss every model here trains on",
             "Return dL/dz for each reduction (mean, sum, none), rows of ignore_index getting none.",
             OnTable(("cross_entropy",), model=True),
         ),

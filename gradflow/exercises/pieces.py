@@ -66,14 +66,17 @@ class Piece:
         node = _function_node(source)
         return "\n".join(source.splitlines()[node.lineno - 1 :]) + "\n"
 
-    def stub(self):
-        """The signature and the docstring over a body that is still to be written."""
+    def stub(self, states=None):
+        """The signature and the docstring over a body that is still to be written. `states`, when given,
+        is the docstring instead (a backward's forward and what to find, not the op's derivation)."""
         source = self.source()
         lines, node = source.splitlines(), _function_node(source)
         first = node.body[0]
         has_doc = isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str)
-        head = lines[: first.end_lineno] if has_doc else lines[: first.lineno - 1]
-        if not has_doc and inspect.isclass(self.owner) and self.owner.__doc__:  # a backward: the op's formulas
+        head = lines[: first.end_lineno] if has_doc and not states else lines[: first.lineno - 1]
+        if states:
+            head.append(textwrap.indent(f'"""{states}\n"""', "    "))
+        elif not has_doc and inspect.isclass(self.owner) and self.owner.__doc__:  # a backward: the op's formulas
             head.append(textwrap.indent(f'"""{inspect.cleandoc(self.owner.__doc__)}\n"""', "    "))
         todo = f'    raise NotImplementedError("TODO: write {self.qualname}")'
         return "\n".join([*head, todo]) + "\n"
@@ -152,7 +155,8 @@ def _function_node(source):
 
 def given_context(owner, piece):
     """The source of `owner` (a class, or a function the piece works for), with the piece's own
-    body cut out when `owner` is the piece's class: what the learner is given around the blank."""
+    body and the class's docstring (a backward's derivation) cut out when `owner` is the piece's
+    class: what the learner is given around the blank."""
     source = textwrap.dedent(inspect.getsource(owner))
     if owner is not piece.owner:
         return source
@@ -164,4 +168,7 @@ def given_context(owner, piece):
             indent = lines[node.lineno - 1][: len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
             lines[start : node.end_lineno] = [f"{indent}# {piece.attribute}: yours, below"]
             break
+    doc = tree.body[0].body[0]  # above the piece, so its line numbers still hold
+    if isinstance(doc, ast.Expr) and isinstance(getattr(doc.value, "value", None), str):
+        del lines[doc.lineno - 1 : doc.end_lineno]
     return "\n".join(lines).rstrip() + "\n"

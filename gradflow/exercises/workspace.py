@@ -3,7 +3,8 @@
     02_mul_backward.py     the exercise's text, the imports its solution uses, gradflow's code around
                            the blank (as comments), and the function to write, raising
                            NotImplementedError("TODO ...") until it is written
-    .progress.json         each exercise's last result, with the sha256 of the file it was for
+    .progress.json         each exercise's last result, with the sha256 of the file it was for, and
+                           how many of its hints were given
 
 Nothing the learner wrote is ever overwritten: `start` refuses a folder that holds any exercise
 file, and the progress file is written atomically beside it.
@@ -40,7 +41,7 @@ Write the body of `{piece.function.__name__}` below: gradflow runs it in place o
 {task}
 
 Check it, from this folder:  gradflow exercises check {exercise.name}
-Stuck?  gradflow exercises solution {exercise.name}
+Stuck?  gradflow exercises hint {exercise.name}  (again for more: the idea, the shape, the formula)
 """
 '''
     imports = piece.imports()  # "import ..." lines, sorted, then one "from ... import ..."
@@ -49,7 +50,7 @@ Stuck?  gradflow exercises solution {exercise.name}
     for owner in exercise.given:
         code = "\n".join(f"#     {line}" if line.strip() else "#" for line in given_context(owner, piece).splitlines())
         parts.append(f"# Given, gradflow's own code around the part you write:\n#\n{code}")
-    body = piece.source() if solution else piece.stub()
+    body = piece.source() if solution else piece.stub(exercise.states)
     return "\n\n".join(p.strip("\n") for p in parts) + "\n\n\n" + body
 
 
@@ -135,9 +136,25 @@ def progress(directory):
 
 
 def remember(exercise, directory, passed):
+    _update(exercise, directory, sha256=digest(Path(directory) / file_name(exercise)), passed=passed)
+
+
+def _update(exercise, directory, **entries):
     saved = progress(directory)
-    saved[exercise.name] = {"sha256": digest(Path(directory) / file_name(exercise)), "passed": passed}
+    last = saved.get(exercise.name)
+    saved[exercise.name] = {**(last if isinstance(last, dict) else {}), **entries}
     write(Path(directory) / PROGRESS, json.dumps(saved, indent=1, sort_keys=True) + "\n")
+
+
+def next_hint(exercise, directory):
+    """(level, the hint): the next of the exercise's hints, the last one again once all were given; the
+    level is remembered in the workspace, so that each call says a little more."""
+    path_of(exercise, directory)  # the workspace is where the level is kept
+    last = progress(directory).get(exercise.name)
+    given = last.get("hints", 0) if isinstance(last, dict) else 0
+    level = min(given, len(exercise.hints) - 1) if isinstance(given, int) and given >= 0 else 0
+    _update(exercise, directory, hints=level + 1)
+    return level + 1, exercise.hints[level]
 
 
 def status(exercise, directory):
