@@ -93,7 +93,8 @@ def test_every_blank_fails_as_todo_and_every_solution_passes(exercise, blank, so
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
 def test_a_backward_states_its_forward_and_leaves_the_derivation_to_the_hints(exercise):
     """Derive, not transcribe: a backward's file states the forward and what to find; no line of the op's
-    docstring that gives a gradient (a "dL/d...", "d loss / d z" or "Backward:" line) shows in it, given code included."""
+    docstring that gives a gradient (a "dL/d...", "d loss / d z" or "Backward:" line) shows in it, given code
+    included."""
     stub = workspace.file_text(exercise)
     assert len(exercise.hints) == 3 and all(isinstance(h, str) and len(h) > 10 for h in exercise.hints)
     if exercise.piece.attribute != "backward":
@@ -218,10 +219,71 @@ def test_adam_named_mistakes(tmp_path):
     assert failed.kind == "sign"
 
 
+def test_matmul_reports_the_2d_case_before_a_vector_operand(tmp_path):
+    """Cases in teaching order: the textbook 2-D answer passes the 2-D case, and the learner is told so."""
+    two_d_only = (
+        "    a, b = ctx.saved_tensors\n    return grad @ np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2) @ grad\n"
+    )
+    e = find("matmul_backward")
+    stub = workspace.file_text(e)
+    tmp_path.joinpath(workspace.file_name(e)).write_text(stub.split("    raise NotImplementedError")[0] + two_d_only)
+    ok, failed = workspace.check(e, tmp_path)
+    assert not ok and str(failed).startswith(
+        "2-D cases pass; now a vector operand, on gradflow's gradcheck case matmul [(4,)"
+    )
+
+
+def test_softmax_checks_one_row_first(tmp_path):
+    failed = attempt(tmp_path, "softmax_backward", "keepdims=True))", "keepdims=True) * 2)")
+    assert str(failed).startswith("on gradflow's gradcheck case softmax [(4,)]")
+
+
+@pytest.mark.parametrize(
+    "name, old, new, said",
+    [
+        (
+            "mul_backward",
+            "da = grad * b if ctx.needs_input_grad[0] else None\n    db = grad * a",
+            "da = grad * a if ctx.needs_input_grad[0] else None\n    db = grad * b",
+            "hint: the operands swapped: a nudge to a changes z = a * b by the other factor",
+        ),
+        (
+            "softmax_backward",
+            "return y * (grad - (grad * y).sum(axis=ctx.axis, keepdims=True))",
+            "return grad * y * (1 - y)",
+            "hint: only the diagonal of the Jacobian (g * y * (1 - y)): each y_i depends on every x_j",
+        ),
+        (
+            "softmax_backward",
+            "(grad * y).sum(axis=ctx.axis, keepdims=True)",
+            "(grad * y).sum(axis=0, keepdims=True)",
+            "hint: the sum over the wrong axis: softmax normalises along ctx.axis only",
+        ),
+        (
+            "layer_norm_backward",
+            "dx = r * (gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True))",
+            "dx = r * gh",
+            "hint: the mean and the variance treated as constants: mu and r are functions of x too",
+        ),
+        (
+            "layer_norm_backward",
+            " - xhat * (gh * xhat).mean(axis=-1, keepdims=True))",
+            ")",
+            "hint: the path through the variance left out",
+        ),
+    ],
+    ids=["mul swapped", "softmax diagonal", "softmax axis", "layer_norm constants", "layer_norm variance"],
+)
+def test_the_classic_mistakes_are_named_with_the_idea(tmp_path, name, old, new, said):
+    failed = attempt(tmp_path, name, old, new)
+    assert failed.kind == "named" and said in str(failed), str(failed)
+    assert "expected" in str(failed)  # still which value and element, as for any wrong gradient
+
+
 # --- the command -----------------------------------------------------------------------------------------
 
 
-def test_start_list_check_and_what_a_pass_unlocks(tmp_path, capsys):
+def test_start_list_check_and_what_comes_after_a_pass(tmp_path, capsys, monkeypatch):
     ws = tmp_path / "ws"
     assert gradflow("start", str(ws)) == 0
     assert len(list(ws.glob("*.py"))) == len(EXERCISES)
@@ -233,7 +295,7 @@ def test_start_list_check_and_what_a_pass_unlocks(tmp_path, capsys):
     assert gradflow("check", "mul_backward", "--dir", str(ws)) == 0
     out = capsys.readouterr().out
     assert "mul_backward: pass (6 gradcheck cases)" in out
-    assert "unlocked: exercise 3, unbroadcast" in out and "03_unbroadcast.py" in out
+    assert "next: exercise 3, unbroadcast" in out and "03_unbroadcast.py" in out and "unlock" not in out
     (ws / workspace.file_name(find("add_backward"))).write_text("def backward(ctx, grad):\n    return grad, -grad\n")
     assert gradflow("list", "--dir", str(ws)) == 0
     rows = {
@@ -244,6 +306,10 @@ def test_start_list_check_and_what_a_pass_unlocks(tmp_path, capsys):
     assert "a sign error" in capsys.readouterr().out
     assert gradflow("list", "--dir", str(ws)) == 0
     assert " add_backward             fail " in capsys.readouterr().out
+    monkeypatch.chdir(ws)  # from inside the workspace, --dir ws still names it
+    assert gradflow("list", "--dir", "ws") == 0
+    out = capsys.readouterr().out
+    assert "no workspace" not in out and " add_backward             fail " in out
 
 
 def test_start_never_overwrites_a_workspace(tmp_path, capsys):

@@ -2,7 +2,7 @@
 
     gradflow exercises list [--dir DIR]          the exercises in order, by track, with your status
     gradflow exercises start DIR                 a workspace: one file per exercise, each a blank to fill
-    gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what it unlocked
+    gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what comes next
     gradflow exercises hint NAME [--dir DIR]     the next hint: the idea, then the shape of the answer, then
                                                  the formula (remembered in the workspace)
     gradflow exercises solution NAME [--yes]     gradflow's own code for one exercise, after a confirmation
@@ -28,6 +28,7 @@ from gradflow.training.trainer import TrainConfig, Trainer
 
 
 def run_list(args):
+    args.dir = workspace.located(args.dir)
     has_workspace = any((Path(args.dir) / workspace.file_name(e)).exists() for e in EXERCISES)
     where = (
         f"; status in {args.dir}" if has_workspace else f" (no workspace in {args.dir}: gradflow exercises start DIR)"
@@ -50,6 +51,7 @@ def run_start(args):
 
 
 def run_check(args):
+    args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
     passed = 0
@@ -60,7 +62,7 @@ def run_check(args):
         if ok:
             print(f"{number}{e.name}: pass ({said})")
             if args.name:
-                print("\n".join(f"   {line}" for line in workspace.unlocked_by(e, args.dir)))
+                print("\n".join(f"   {line}" for line in workspace.after_a_pass(e, args.dir)))
         elif said.kind in ("todo", "missing") and not args.name:
             print(f"{number}{e.name}: {said}")
         else:
@@ -74,6 +76,7 @@ def run_check(args):
 
 def run_hint(args):
     exercise = find(args.name)
+    args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     try:
         level, hint = workspace.next_hint(exercise, args.dir)
@@ -108,6 +111,7 @@ def run_solution(args):
 
 
 def run_train(args):
+    args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     needed = workspace.capstone_exercises()
     failing = [e for e in needed if not workspace.check(e, args.dir)[0]]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from gradflow.engine import autograd, grad_norm, ops
 from gradflow.engine.ops import attention, reduce
 from gradflow.engine.tensor import Tensor
-from gradflow.exercises import behaviour
-from gradflow.exercises.checks import OnTable
+from gradflow.exercises import behaviour, mistakes
+from gradflow.exercises.checks import ONE_ROW, ROWS, TWO_D, OnTable
 from gradflow.exercises.hints import FORWARD, HINTS
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
@@ -76,7 +76,7 @@ EXERCISES = (
             "Mul.backward: the product rule",
             "Return (dL/da, dL/db). Return None for an input whose ctx.needs_input_grad is False, or compute it "
             "anyway: the engine drops it.",
-            OnTable(("mul", "rmul")),
+            OnTable(("mul", "rmul"), mistakes=mistakes.MUL),
         ),
         Exercise(
             "unbroadcast",
@@ -147,7 +147,7 @@ EXERCISES = (
             "Matmul.backward, with batches and vectors",
             "Return (dL/dA, dL/dB). Batch axes broadcast (the engine sums them back); a 1-D operand is a row "
             "or a column whose axis is gone from C.",
-            OnTable(("matmul",)),
+            OnTable(("matmul",), TWO_D),
         ),
         Exercise(
             "max_backward",
@@ -162,19 +162,22 @@ EXERCISES = (
     *_track(
         "fused ops",
         _backward(
-            ops.Softmax, "Softmax.backward", "Return dL/dx along ctx.axis, from the saved y.", OnTable(("softmax",))
+            ops.Softmax,
+            "Softmax.backward",
+            "Return dL/dx along ctx.axis, from the saved y.",
+            OnTable(("softmax",), ONE_ROW, mistakes=mistakes.SOFTMAX),
         ),
         _backward(
             ops.LogSoftmax,
             "LogSoftmax.backward",
             "Return dL/dx along ctx.axis, from the saved y.",
-            OnTable(("log_softmax",)),
+            OnTable(("log_softmax",), ONE_ROW),
         ),
         _backward(
             ops.LayerNorm,
             "LayerNorm.backward",
             "Return (dL/dx, dL/dw, dL/db); w and b may be None.",
-            OnTable(("layer_norm",), model=True),
+            OnTable(("layer_norm",), ROWS, model=True, mistakes=mistakes.LAYER_NORM),
         ),
         _backward(
             ops.RMSNorm,

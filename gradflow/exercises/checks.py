@@ -12,6 +12,7 @@ learner's piece inside: a 1-layer GPT built from gradflow.nn, in float64.
 """
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ from gradflow.engine.gradcheck import analytic_and_numerical
 from gradflow.engine.kernels import use_kernels
 from gradflow.engine.rng import manual_seed
 from gradflow.exercises.diagnose import Failed, compare, learner_error, sizes_of, summed_to, within
+from gradflow.exercises.mistakes import named
 from gradflow.nn import functional as F
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.layers import Embedding, LayerNorm, Linear
@@ -45,14 +47,16 @@ class Learner:
             raise learner_error(error, self.path, self.who) from None
 
 
-def compared_backward(piece, learner):
+def compared_backward(piece, learner, mistakes=()):
     """A backward(ctx, grad) that runs gradflow's and the learner's, compares each input's gradient
-    (after the engine's own reduction of a broadcast gradient), and returns the learner's."""
+    (after the engine's own reduction of a broadcast gradient), and returns the learner's. A wrong
+    gradient that one of `mistakes` (mistakes.py) computes is named as that mistake."""
     names = [p for p in inspect.signature(piece.owner.forward).parameters][1:]
 
     def backward(ctx, grad):
         inputs = ctx.inputs
         n = len(inputs)
+        given = grad.copy()  # as it came, for the mistakes' formulas (the learner's code may change grad)
         expected = piece.function(ctx, grad.copy())
         expected = expected if isinstance(expected, (tuple, list)) else (expected,)
         got = learner(ctx, grad)
@@ -70,7 +74,15 @@ def compared_backward(piece, learner):
             if not ctx.needs_input_grad[i] or want is None:
                 continue
             what = f"the gradient of {names[i]} (input {i}, shape {t.shape})"
-            compare(_as_engine_does(mine, t.shape), _as_engine_does(want, t.shape), what, sizes)
+            mine = _as_engine_does(mine, t.shape)
+            try:
+                compare(mine, _as_engine_does(want, t.shape), what, sizes)
+            except Failed as failed:
+                mistake = mine is not None and named(mistakes, ctx, given, i, mine, t.shape, _as_engine_does)
+                if not mistake:
+                    raise
+                said = str(failed).split("\n  hint:")[0]
+                raise Failed(f"{said}\n  hint: {mistake.name}: {mistake.hint}", "named") from None
         return got
 
     return backward
@@ -151,24 +163,68 @@ def gradchecked(fn, inputs, where):
 
 
 @dataclass(frozen=True)
+class Plain:
+    """The plain cases of an op, checked and reported first: `said` names them ("2-D cases")."""
+
+    said: str
+    test: Callable  # a gradcheck case -> whether it is one of them
+
+
+SAME_SHAPE = Plain("same-shape cases", lambda case: len(set(case.shapes)) == 1 and not case.transposed)
+TWO_D = Plain("2-D cases", lambda case: all(len(s) == 2 for s in case.shapes) and not case.transposed)
+ROWS = Plain("the cases of one matrix of rows", lambda case: len(case.shapes[0]) == 2 and not case.transposed)
+ONE_ROW = Plain("one row", lambda case: len(case.shapes[0]) == 1)
+
+
+def what_is_new(case, first, plain):
+    """What a case adds to the plain cases `first`, in a learner's words: "a vector operand", "batch axes", ..."""
+    shapes, seen = case.shapes, {len(s) for c in first for s in c.shapes}
+    if " " in case.name:  # a variant of the op the table names: "softmax axis=0", "layer_norm no affine"
+        return case.name.split(" ", 1)[1]
+    if case.transposed:
+        return "transposed (non-contiguous) inputs"
+    if any(len(s) == 0 for s in shapes) and 0 not in seen:
+        return "a scalar operand"
+    if plain is SAME_SHAPE and len(set(shapes)) > 1:
+        return "broadcasting"
+    if any(len(s) == 1 for s in shapes) and 1 not in seen:
+        return "a vector operand"
+    if max(len(s) for s in shapes) > max(seen):
+        return "several rows" if max(seen) == 1 else "batch axes"
+    return "another shape"
+
+
+@dataclass(frozen=True)
 class OnTable:
     """Check a piece that runs inside backward on the table's rows for `ops`, compared call by call.
 
-    model: also gradcheck the 1-layer GPT with the piece inside. extra: more computations to run with
-    it (fn() -> a tensor to backward from), for what the table's random inputs never meet (ties).
+    plain: the cases a learner gets right first, checked first and reported ("2-D cases pass; now a
+    vector operand"). model: also gradcheck the 1-layer GPT with the piece inside. extra: more
+    computations to run with it (fn() -> a tensor to backward from), for what the table's random
+    inputs never meet (ties). mistakes: the classic wrong backwards to name (mistakes.py).
     """
 
     ops: tuple
+    plain: Plain = SAME_SHAPE
     model: bool = False
     extra: tuple = ()
+    mistakes: tuple = ()
 
     def __call__(self, piece, learner):
-        compared = compared_backward if piece.attribute == "backward" else compared_function
-        wrapped = compared(piece, learner)
+        wrapped = (
+            compared_backward(piece, learner, self.mistakes)
+            if piece.attribute == "backward"
+            else compared_function(piece, learner)
+        )
         cases = table_cases(*self.ops)
+        first = [c for c in cases if " " not in c.name and self.plain.test(c)]  # no variant ("axis=0") is plain
+        first = first if len(first) < len(cases) else []  # every case plain: nothing to say first
         with use_kernels("plain"), piece.replaced_by(wrapped):
-            for case in cases:
+            for case in first:
                 gradchecked(case.fn, case.inputs(), f"on gradflow's gradcheck case {case.label}")
+            for case in (c for c in cases if c not in first):
+                now = f"{self.plain.said} pass; now {what_is_new(case, first, self.plain)}, " if first else ""
+                gradchecked(case.fn, case.inputs(), f"{now}on gradflow's gradcheck case {case.label}")
             for build in self.extra:
                 try:
                     build().backward()
@@ -177,7 +233,8 @@ class OnTable:
             if self.model:
                 model, ids, targets = tiny_gpt()
                 gradchecked(lambda *p: model(ids, targets), model.parameters(), f"in {TinyGPT.__doc__}")
-        said = f"{len(cases)} gradcheck cases" + (f" and {len(self.extra)} more" if self.extra else "")
+        said = f"{len(cases)} gradcheck case{'s' * (len(cases) != 1)}"
+        said += f" and {len(self.extra)} more" if self.extra else ""
         return said + (" and a whole 1-layer GPT" if self.model else "")
 
 

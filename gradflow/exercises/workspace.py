@@ -77,9 +77,22 @@ def write(path, text):
         Path(tmp).write_text(text)
 
 
+def located(directory):
+    """The workspace `directory` names. From inside a workspace, `--dir ws` names a folder ws/ws that does
+    not exist: the folder you are in is meant."""
+    directory, here = Path(directory), Path.cwd()
+    if directory.exists() or here.name != directory.name or not _holds_files(here):
+        return directory
+    return here
+
+
+def _holds_files(directory):
+    return any((Path(directory) / file_name(e)).exists() for e in EXERCISES)
+
+
 def check_has_files(directory):
     """Refuse a folder that holds no exercise file at all: the learner is not where they think."""
-    if not any((Path(directory) / file_name(e)).exists() for e in EXERCISES):
+    if not _holds_files(directory):
         raise FileNotFoundError(
             f"{directory} holds no exercise files: write them with `gradflow exercises start DIR`, or pass --dir DIR"
         )
@@ -174,13 +187,13 @@ def capstone_exercises():
     return [e for e in EXERCISES if e.track in CAPSTONE_TRACKS]
 
 
-def unlocked_by(exercise, directory):
-    """What passing `exercise` opens, in words: the next exercise, a finished track, the capstone."""
+def after_a_pass(exercise, directory):
+    """What comes after passing `exercise`, in words: the next exercise, a finished track, the capstone."""
     i = EXERCISES.index(exercise)
     said = []
     if i + 1 < len(EXERCISES):
         after = EXERCISES[i + 1]
-        said.append(f"unlocked: exercise {i + 2}, {after.name} ({after.title}) in {file_name(after)}")
+        said.append(f"next: exercise {i + 2}, {after.name} ({after.title}) in {file_name(after)}")
     track = [e for e in EXERCISES if e.track == exercise.track]
     if all(e is exercise or status(e, directory) == "pass" for e in track):
         said.append(f"track done: {exercise.track}")
