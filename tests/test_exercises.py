@@ -2,8 +2,10 @@
 with a helpful message, and the checker names the common mistakes."""
 
 import inspect
+import json
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -310,6 +312,47 @@ def test_start_list_check_and_what_comes_after_a_pass(tmp_path, capsys, monkeypa
     assert gradflow("list", "--dir", "ws") == 0
     out = capsys.readouterr().out
     assert "no workspace" not in out and " add_backward             fail " in out
+
+
+def test_json_and_junit_for_a_course(tmp_path, capsys):
+    """One record per exercise; the learner's files are what is graded: a blank scores zero, a wrong answer
+    fails although gradflow's own piece is right, and a deleted file is an error, never a pass."""
+    ws = tmp_path / "ws"
+    workspace.start(ws)
+    junit = tmp_path / "results.xml"
+    assert gradflow("check", "--dir", str(ws), "--format", "json", "--junit", str(junit)) == 1
+    blank = json.loads(capsys.readouterr().out)
+    assert blank["score"] == 0 and blank["max_score"] == len(EXERCISES) == len(blank["exercises"])
+    assert {(r["status"], r["score"]) for r in blank["exercises"]} == {("todo", 0)}
+    assert [r["name"] for r in blank["exercises"]] == [e.name for e in EXERCISES]
+    cases = ET.parse(junit).getroot().findall("./testsuite/testcase")
+    assert len(cases) == len(EXERCISES) and all(c.find("failure") is not None for c in cases)
+
+    for name in ("add_backward", "mul_backward"):
+        e = find(name)
+        (ws / workspace.file_name(e)).write_text(workspace.file_text(e, solution=True))
+    tanh = find("tanh_backward")
+    (ws / workspace.file_name(tanh)).write_text(workspace.file_text(tanh, solution=True).replace("1 - y", "1 + y"))
+    (ws / workspace.file_name(find("unbroadcast"))).unlink()
+    assert gradflow("check", "--dir", str(ws), "--format", "json", "--junit", str(junit)) == 1
+    graded = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in graded["exercises"]}
+    assert graded["score"] == 2 and by_name["mul_backward"] == {
+        "number": 2,
+        "name": "mul_backward",
+        "track": "autograd basics",
+        "status": "pass",
+        "score": 1,
+        "message": "6 gradcheck cases",
+    }
+    assert by_name["tanh_backward"]["status"] == "fail" and "expected" in by_name["tanh_backward"]["message"]
+    assert by_name["unbroadcast"]["status"] == "error" and by_name["unbroadcast"]["message"].startswith("no file ")
+    root = ET.parse(junit).getroot()
+    case = {c.get("name"): c for c in root.iter("testcase")}
+    assert case["02_mul_backward"].find("failure") is None and case["02_mul_backward"].find("error") is None
+    assert case["03_unbroadcast"].find("error") is not None and case["08_tanh_backward"].find("failure") is not None
+    suite = root.find("testsuite")
+    assert suite.get("name") == "autograd basics" and (suite.get("tests"), suite.get("errors")) == ("8", "1")
 
 
 def test_start_never_overwrites_a_workspace(tmp_path, capsys):

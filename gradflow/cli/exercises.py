@@ -2,7 +2,8 @@
 
     gradflow exercises list [--dir DIR]          the exercises in order, by track, with your status
     gradflow exercises start DIR                 a workspace: one file per exercise, each a blank to fill
-    gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what comes next
+    gradflow exercises check [NAME] [--dir DIR]  grade one exercise (or all): a pass says what comes next;
+        [--format json] [--junit FILE]           one record per exercise, for a course's grading
     gradflow exercises hint NAME [--dir DIR]     the next hint: the idea, then the shape of the answer, then
                                                  the formula (remembered in the workspace)
     gradflow exercises solution NAME [--yes]     gradflow's own code for one exercise, after a confirmation
@@ -22,7 +23,7 @@ from pathlib import Path
 from gradflow.cli.build import build_model
 from gradflow.engine.kernels import use_kernels
 from gradflow.engine.rng import manual_seed
-from gradflow.exercises import EXERCISES, TRACKS, Failed, find, workspace
+from gradflow.exercises import EXERCISES, TRACKS, Failed, find, report, workspace
 from gradflow.text import CharTokenizer, default_corpus, split
 from gradflow.training.trainer import TrainConfig, Trainer
 
@@ -54,10 +55,15 @@ def run_check(args):
     args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
-    passed = 0
-    for e in chosen:
-        ok, said = workspace.check(e, args.dir)
-        passed += ok
+    results = [(e, *workspace.check(e, args.dir)) for e in chosen]
+    records = [report.record(*result) for result in results]
+    if args.junit:
+        Path(args.junit).write_text(report.as_junit(records))
+    passed = sum(r["score"] for r in records)
+    if args.format == "json":
+        print(report.as_json(records, args.dir))
+        return 0 if passed == len(chosen) else 1
+    for e, ok, said in results:
         number = f"{EXERCISES.index(e) + 1:2d} "
         if ok:
             print(f"{number}{e.name}: pass ({said})")
@@ -181,6 +187,13 @@ def add_command(sub):
     checked = actions.add_parser("check", help="grade one exercise, or all of them")
     checked.add_argument("name", nargs="?", help="the exercise (default: all, in order)")
     checked.add_argument("--dir", default=".", help="your workspace (default: this folder)")
+    checked.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one record per exercise (status, score, message)",
+    )
+    checked.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML (for a course's CI)")
     checked.set_defaults(run=run_check)
     hint = actions.add_parser("hint", help="the next hint for one exercise: the idea, the shape, the formula")
     hint.add_argument("name")
