@@ -425,7 +425,7 @@ def test_processes_n_says_in_one_line_when_a_rank_died(monkeypatch, tmp_path, da
     import gradflow.cli.train as cli_train
 
     monkeypatch.setattr(cli_train, "mpiexec", lambda: "mpiexec")
-    monkeypatch.setattr(cli_train.subprocess, "run", lambda command: subprocess.CompletedProcess(command, 9))
+    monkeypatch.setattr(cli_train, "launch", lambda command: 9)
     assert main(train_line(data, tmp_path / "run", "--processes", "2")) == 9
     assert capsys.readouterr().err == (
         "gradflow train: a rank died without a word (mpiexec ended with code 9: killed, or out of memory), "

@@ -230,7 +230,7 @@ def exit_code(argv):
     "argv, message",
     [
         (["--checkpoint", "/no/such/dir", "--to", "hf", "{out}"], "gradflow export: checkpoint /no/such/dir"),
-        (["--checkpoint", "{run}", "--to", "hf", "{run}"], "gradflow export: {run} already holds files; "),
+        (["--checkpoint", "{run}", "--to", "hf", "{run}"], "gradflow export: {run} is a run's folder; "),
         (["--checkpoint", "{run}", "--to", "hf", "{file}"], "gradflow export: {file} is a file"),
         (["--checkpoint", "{run}", "--to", "onnx", "{out}"], "gradflow export: argument --to: invalid choice"),
         (["--checkpoint", "{run}", "{out}"], "gradflow export: the following arguments are required: --to"),
@@ -255,13 +255,14 @@ def test_export_has_help(capsys):
 
 def test_export_replaces_a_folder_only_with_force_and_leaves_no_temporaries(trained, tmp_path, capsys):
     run, out = trained, tmp_path / "out"
-    out.mkdir()
-    (out / "old.txt").write_text("mine")
+    assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 0
+    (out / "config.json").write_text("{}")  # an earlier export's file, changed
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 2
-    assert (out / "old.txt").read_text() == "mine"
+    assert (out / "config.json").read_text() == "{}"
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out), "--force"]) == 0
-    written = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"}
+    written = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "gradflow_export.json"}
     assert {p.name for p in out.iterdir()} == written
+    assert (out / "config.json").read_text() != "{}"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert "exported a gpt of" in capsys.readouterr().out
 
@@ -273,9 +274,9 @@ def test_a_tokenizer_json_cannot_express_is_written_as_gradflows_own(trained, tm
     meta = load_checkpoint(trained).meta
     config = GPTConfig(**{**meta["model"]["config"], "vocab_size": tokenizer.vocab_size})
     meta = {**meta, "model": {"type": "gpt", "config": asdict(config)}, "tokenizer": tokenizer.to_dict()}
-    save_checkpoint(tmp_path / "ckpt.npz", GPT(config), meta=meta)
-    out = tmp_path / "out"
-    assert main(["export", "--checkpoint", str(tmp_path), "--to", "hf", str(out)]) == 0
+    save_checkpoint(tmp_path / "run" / "ckpt.npz", GPT(config), meta=meta)
+    out = tmp_path / "out"  # beside the run: an export is never written inside one
+    assert main(["export", "--checkpoint", str(tmp_path / "run"), "--to", "hf", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "tokenizer not exported: its split pattern" in printed
     assert f"gradflow's own vocabulary is in {out}/gradflow_tokenizer.json" in printed

@@ -11,6 +11,7 @@ out-dir gets the adapters' checkpoint (ckpt.npz, a few MB), metrics.jsonl, loss.
 report.json.
 """
 
+import hashlib
 import json
 import math
 import sys
@@ -26,6 +27,7 @@ from gradflow.text.chat_data import chat_example, load_examples, read_chat_jsonl
 from gradflow.text.tasks import TASKS, get_task
 from gradflow.training.checkpoint import load_checkpoint
 from gradflow.training.finetune import FineTuner
+from gradflow.training.run_lock import run_lock
 from gradflow.training.trainer import TrainConfig, check_config, check_fresh, flag, resume_config
 
 # What fine-tuning adapters needs that training a model from scratch does not: a higher learning
@@ -39,13 +41,22 @@ MAX_REPLY = 48  # tokens; a right answer takes at most 28, so only a rambling re
 
 def run_finetune(args):
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    with run_lock(given.get("out_dir", DEFAULTS["out_dir"]), "gradflow finetune"):
+        return _finetune(args, given)
+
+
+def _finetune(args, given):
+    """The run the flags ask for, in an out-dir no other process writes to."""
     if args.resume:
         ckpt = _saved(Path(given.get("out_dir", DEFAULTS["out_dir"])))
         config, changes = resume_config(ckpt.meta.get("train_config"), given, spell=flag)
         check_config(config, spell=flag)
         settings, source = ckpt.meta["lora"], ckpt.meta.get("data")
         _refuse_changes(args, settings, source)
-        args.task, args.data = (source[len("task:") :], None) if source.startswith("task:") else (None, source)
+        if source.startswith("task:"):
+            args.task = source[len("task:") :]
+        else:  # the file, where --data says it is now (a run moved with its data resumes in its new place)
+            args.data = args.data or source
         print(f"resuming {ckpt.path} at step {ckpt['step']}" + (f"; changed: {', '.join(changes)}" if changes else ""))
     else:
         config = TrainConfig(**{**DEFAULTS, **given})
@@ -60,8 +71,12 @@ def run_finetune(args):
     if args.train_examples < 1:
         raise ValueError(f"--train-examples must be a positive integer, got {args.train_examples}")
     task = get_task(args.task) if args.task else None
-    if args.data:
-        data_file(args.data)
+    sha256 = data_sha256(args.data) if args.data else None
+    if args.resume and ckpt.meta.get("data_sha256") not in (None, sha256):  # None: from before it was recorded
+        raise ValueError(
+            f"--resume: {args.data} is not the data this run was trained on (its sha256 differs); "
+            "pass the original file with --data"
+        )
     model, tokenizer = load_smollm2()
     train, held_out, prompts = _data(args, task, tokenizer)
     source = f"task:{task.name}" if task else str(Path(args.data).resolve())
@@ -80,7 +95,7 @@ def run_finetune(args):
         f"{len(train):,} examples for {config.max_iters} steps; writing to {config.out_dir}/",
         flush=True,
     )
-    meta = {"base": SMOLLM2, "data": source, "report": report}
+    meta = {"base": SMOLLM2, "data": source, "data_sha256": sha256, "report": report}
     pad_id = tokenizer.token_id["<|endoftext|>"]
     trainer = FineTuner(model, train, held_out, config, pad_id, meta=meta, overwrite=args.overwrite)
     if args.resume:
@@ -132,7 +147,7 @@ def _given(value, default):
 
 
 def _refuse_changes(args, settings, source):
-    """On --resume the adapters and the data stay as they were trained."""
+    """On --resume the adapters and the data stay as they were trained (a file's content is compared later)."""
     asked = {"lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout"}
     for name, key in asked.items():
         value = getattr(args, name)
@@ -140,9 +155,17 @@ def _refuse_changes(args, settings, source):
             raise ValueError(f"{flag(name)} {value} conflicts with the checkpoint, whose adapters have {settings[key]}")
     if args.targets is not None and _targets(args.targets) != settings["targets"]:
         raise ValueError(f"--targets {args.targets} conflicts with the checkpoint's {','.join(settings['targets'])}")
-    wanted = f"task:{args.task}" if args.task else str(Path(args.data).resolve()) if args.data else source
-    if wanted != source:
-        raise ValueError(f"--resume: this run was trained on {source}, not {wanted}")
+    asked = args.task and f"task:{args.task}"
+    if source.startswith("task:"):
+        asked = asked or args.data
+    if asked and asked != source:  # a data file given again may have moved: its content is compared instead
+        raise ValueError(f"--resume: this run was trained on {source}, not {asked}")
+
+
+def data_sha256(path):
+    """The sha256 of --data's bytes: a resumed run must train on the conversations it started with,
+    wherever the file is now."""
+    return hashlib.sha256(data_file(path).read_bytes()).hexdigest()
 
 
 def _data(args, task, tokenizer):

@@ -1,4 +1,7 @@
-"""`gradflow graph`: draw the toy model's loss, or one GPT training step, to .svg, .png or .dot."""
+"""`gradflow graph`: draw the toy model's loss, or one GPT training step, to .svg, .png or .dot.
+
+An existing file is replaced only with --force.
+"""
 
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ def add_command(subparsers):
     p.add_argument("--toy", dest="model", action="store_const", const="toy", help="the worked walk-through's toy model")
     p.add_argument("--n-layer", type=int, default=1, metavar="N", help="transformer blocks of the GPT (default: 1)")
     p.add_argument("-o", "--output", default="graph.svg", metavar="PATH", help="file to write: .svg, .png, .dot or .gv")
+    p.add_argument("--force", action="store_true", help="replace the output file if it exists")
     p.add_argument("--no-values", dest="values", action="store_false", help="do not print tensors' data")
     p.add_argument("--no-grads", dest="grads", action="store_false", help="do not print gradients")
     p.add_argument(
@@ -59,6 +63,8 @@ def _gpt_step(n_layer):
 
 def run(args):
     """`gradflow graph`: build the chosen computation, draw it, write it; errors as one line."""
+    if Path(args.output).exists() and not args.force:
+        raise FileExistsError(f"--output {args.output} exists; add --force to replace it")
     mode = args.modules or ("collapse" if args.model == "gpt" else "none")
     try:
         loss, model, names = _gpt_step(args.n_layer) if args.model == "gpt" else _toy_step()

@@ -13,8 +13,6 @@ on any rank ends them all, in one line that names the rank.
 import contextlib
 import hashlib
 import os
-import signal
-import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -32,8 +30,9 @@ from gradflow.engine.rng import manual_seed
 from gradflow.inference import generate
 from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
 from gradflow.training.checkpoint import load_checkpoint
-from gradflow.training.distributed import RankError, agree, first_line, mpiexec, world
+from gradflow.training.distributed import RankError, agree, first_line, launch, mpiexec, world
 from gradflow.training.divergence import TrainingDiverged
+from gradflow.training.run_lock import FolderInUse, run_lock
 from gradflow.training.trainer import (
     TrainConfig,
     Trainer,
@@ -131,8 +130,8 @@ def run_train(args):
     processes = _planned(args, given).processes
     if processes > 1:
         return _launch(args, processes, given["out_dir"])
-    trainer = _prepare(args, given)
-    return _finish(trainer)
+    with run_lock(given["out_dir"], "gradflow train"):
+        return _finish(_prepare(args, given))
 
 
 def _planned(args, given):
@@ -157,13 +156,10 @@ def _saved(given):
 def _launch(args, processes, out_dir):
     """This command as `processes` MPI ranks: mpiexec -n <processes> python -m gradflow train <its flags> --distributed.
 
-    Ctrl-C reaches mpiexec, which passes it on to every rank: they stop together and rank 0 saves."""
+    Ctrl-C or `kill` of this process reaches every rank through mpiexec: they stop together and rank
+    0 saves (distributed.launch)."""
     command = [mpiexec(), "-n", str(processes), sys.executable, "-m", "gradflow", "train", *_flags(args)]
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the ranks decide how to stop, not this process
-    try:
-        code = subprocess.run([*command, "--distributed"]).returncode
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code = launch([*command, "--distributed"])
     code = code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
     if code not in (0, 1, 2, 130):  # the ranks report their own errors (1, 2) and Ctrl-C (130); not a death
         print(
@@ -193,9 +189,30 @@ def _run_rank(args, given):
         print("--distributed: this process runs alone (not under mpiexec): training in one process", flush=True)
     if comm.Get_rank() > 0:  # to the end of the process: the error main() prints is rank 0's to print
         sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
-    trainer = agree(comm, lambda: _prepare(args, given, distributed=True))
-    with _ends_every_rank(comm):
-        return _finish(trainer)
+    with _locked_by_rank_0(comm, given["out_dir"]):
+        trainer = agree(comm, lambda: _prepare(args, given, distributed=True))
+        with _ends_every_rank(comm):
+            return _finish(trainer)
+
+
+@contextlib.contextmanager
+def _locked_by_rank_0(comm, out_dir):
+    """The run folder's lock, held by rank 0 alone, the one rank that writes there (were every rank to
+    take it, they would lock each other out); if another process holds it, every rank raises the refusal."""
+    lock = run_lock(out_dir, "gradflow train")
+    refusal = None
+    if comm.Get_rank() == 0:
+        try:
+            lock.acquire()
+        except FolderInUse as e:
+            refusal = str(e)
+    refusal = comm.bcast(refusal)
+    if refusal:
+        raise FolderInUse(refusal)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager

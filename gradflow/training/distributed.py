@@ -45,10 +45,13 @@ others wait for it forever: `gradflow train` does that, and a script does it whe
 `mpiexec -n 2 python -m mpi4py script.py` (mpi4py's way to abort every rank on an uncaught error).
 """
 
+import ctypes
 import hashlib
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -95,6 +98,44 @@ def mpiexec():
     if found is None:
         raise MPIUnavailable(f"more than one process needs mpiexec, which is not installed: {INSTALL}")
     return found
+
+
+# What stops the launcher stops the job: a terminal's Ctrl-C, `kill`, and the terminal closing.
+STOPS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+PR_SET_PDEATHSIG = 1  # Linux's prctl option: the signal a process is sent when its parent dies
+
+
+def launch(command):
+    """Run mpiexec's `command` and return its exit code; stopping this process stops every rank, cleanly.
+
+    mpiexec runs in a session of its own, so that a signal reaches the job through this process
+    alone, and once: SIGINT, SIGTERM or SIGHUP here is passed on to mpiexec as SIGINT, which passes
+    it to every rank as Ctrl-C (they stop at the same step and rank 0 saves); a second one aborts
+    them, as a second Ctrl-C does. Killed outright (SIGKILL), this process cannot pass anything on:
+    on Linux the kernel then sends mpiexec SIGINT itself (prctl's PR_SET_PDEATHSIG); elsewhere the
+    ranks would train on, orphaned, until they end.
+    """
+    job = None
+
+    def stop(signum, frame):
+        if job is not None:
+            job.send_signal(signal.SIGINT)
+
+    previous = {s: signal.signal(s, stop) for s in STOPS}
+    try:
+        job = subprocess.Popen(command, start_new_session=True, preexec_fn=_stop_with_parent())
+        return job.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop_with_parent():
+    """What the child runs before mpiexec starts: ask Linux for SIGINT when its parent dies (None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def require_mpi4py(what):
