@@ -421,9 +421,17 @@ def test_the_capstone_trains_on_the_learners_pieces(solved, capsys, monkeypatch)
 
     monkeypatch.setattr(workspace, "load", counting)
     argv = ["--max-iters", "2", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8"]
+    argv += ["--sample-tokens", "12"]
     assert gradflow("train", "--dir", str(solved), *argv, "--batch-size", "2", "--eval-iters", "1") == 0
     out = capsys.readouterr().out
     losses = [float(line.split()[-1]) for line in out.splitlines() if "validation loss" in line]
     assert len(losses) == 2 and np.isfinite(losses).all() and losses[0] == pytest.approx(losses[1], abs=1e-4)
+    samples = [
+        line.split(": ", 1)[1] for line in out.splitlines() if line.strip().startswith(("gradflow's: '", "yours: '"))
+    ]
+    assert len(samples) == 2 and all(s.startswith("'The ") and len(s) > 10 for s in samples), out
+    assert (solved / "capstone.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "both loss curves:" in out
+    assert f"What trained this model was yours, {len(workspace.capstone_exercises())} pieces" in out
+    assert "Adam.update" in out
     assert [c.calls > 0 for c in calls] == [True, True]  # the gate's check, then the training run
     assert norm.LayerNorm.__dict__["backward"].__func__ is find("layer_norm_backward").piece.function

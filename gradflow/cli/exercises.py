@@ -8,7 +8,8 @@
                                                  the formula (remembered in the workspace)
     gradflow exercises solution NAME [--yes]     gradflow's own code for one exercise, after a confirmation
     gradflow exercises train [--dir DIR]         the capstone: the toy GPT trained on your ops and layers,
-                                                 beside the same run on gradflow's own
+                                                 beside the same run on gradflow's own: both losses, a
+                                                 sample from each, both loss curves (DIR/capstone.png)
 
 --dir defaults to the current folder, so that inside a workspace `gradflow exercises check mul_backward`
 is enough.
@@ -24,8 +25,9 @@ from gradflow.cli.build import build_model
 from gradflow.engine.kernels import use_kernels
 from gradflow.engine.rng import manual_seed
 from gradflow.exercises import EXERCISES, TRACKS, Failed, find, report, workspace
+from gradflow.inference.generate import generate
 from gradflow.text import CharTokenizer, default_corpus, split
-from gradflow.training.trainer import TrainConfig, Trainer
+from gradflow.training.trainer import TrainConfig, Trainer, read_metrics
 
 
 def run_list(args):
@@ -135,27 +137,48 @@ def run_train(args):
         f"on your {len(needed)}",
         flush=True,
     )
-    losses = {}
+    runs = {}
     for who in ("gradflow's", "yours"):
         with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as out:
             if who == "yours":
                 for e in needed:
                     stack.enter_context(e.piece.replaced_by(workspace.load(e, args.dir)))
             try:
-                losses[who] = _train(args, tokenizer.vocab_size, train_ids, val_ids, out)
+                runs[who] = _train(args, tokenizer, train_ids, val_ids, out)
             except Failed as failed:
                 print(f"gradflow exercises: train: your code failed while training:\n{failed}", file=sys.stderr)
                 return 1
-        print(f"{who:>10}: validation loss {losses[who]:.4f}", flush=True)
-    gap = losses["yours"] - losses["gradflow's"]
+        print(f"{who:>10}: validation loss {runs[who]['val_loss']:.4f}", flush=True)
+    gap = runs["yours"]["val_loss"] - runs["gradflow's"]["val_loss"]
     print(f"yours minus gradflow's: {gap:+.2e} (the same seed, the same batches; float32 rounding differs a little)")
+    prompt = repr(args.prompt)
+    print(f"\nwhat each model writes after {prompt} (the same seed, temperature {args.temperature}):")
+    for who, run in runs.items():
+        print(f"  {who:>10}: {run['sample']!r}")
+    path = _draw_losses(Path(args.plot) if args.plot else Path(args.dir) / "capstone.png", runs)
+    print(f"both loss curves: {path}")
+    print(_what_you_built(needed))
     return 0
 
 
-def _train(args, vocab_size, train_ids, val_ids, out):
-    """The validation loss after training the toy GPT with whatever pieces are in place, plain tier."""
+def _what_you_built(pieces):
+    """The capstone's last words: the pieces of the run that were the learner's, track by track."""
+    lines = [
+        f"\nWhat trained this model was yours, {len(pieces)} pieces: the backward walk, the gradients of the ops\n"
+        "it runs, the update, the clipping, the schedule and the batches."
+    ]
+    for track in dict.fromkeys(e.track for e in pieces):
+        names = ", ".join(e.piece.qualname for e in pieces if e.track == track)
+        lines.append(textwrap.fill(f"{track}: {names}", 100, initial_indent="  ", subsequent_indent="    "))
+    lines.append("gradflow's own code ran the forward passes, the training loop and any backward not listed here.")
+    return "\n".join(lines)
+
+
+def _train(args, tokenizer, train_ids, val_ids, out):
+    """Train the toy GPT with whatever pieces are in place, plain tier: its validation loss, the loss of each
+    batch, and a sample it writes after the prompt."""
     manual_seed(args.seed)
-    model, _ = build_model("gpt", vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    model, _ = build_model("gpt", tokenizer.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
     config = TrainConfig(
         max_iters=args.max_iters,
         batch_size=args.batch_size,
@@ -168,7 +191,28 @@ def _train(args, vocab_size, train_ids, val_ids, out):
     )
     with use_kernels("plain"):  # the plain ops are the ones you wrote: the fast tier would run its own
         history = Trainer(model, train_ids, val_ids, config, progress=sys.stderr.isatty()).fit()
-    return history[-1]["val_loss"]
+        ids = generate(
+            model, tokenizer.encode(args.prompt), args.sample_tokens, temperature=args.temperature, seed=args.seed,
+            context=args.block_size,
+        )  # fmt: skip
+    losses = [(r["step"], r["loss"]) for r in read_metrics(Path(out) / "metrics.jsonl") if "loss" in r]
+    return {"val_loss": history[-1]["val_loss"], "losses": losses, "sample": tokenizer.decode(ids)}
+
+
+def _draw_losses(path, runs):
+    """Both runs' batch losses in one picture, written to path (a PNG)."""
+    from matplotlib.figure import Figure  # only here: the picture is the capstone's alone
+
+    figure = Figure(figsize=(7, 4))
+    ax = figure.add_subplot()
+    for (who, run), style in zip(runs.items(), ("-", "--")):  # dashed over solid: equal runs show as one
+        ax.plot(*zip(*run["losses"]), style, lw=1.2, label="your pieces" if who == "yours" else f"{who} pieces")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per token)")
+    ax.set_title("the toy GPT, trained on gradflow's pieces and on yours")
+    ax.legend()
+    figure.savefig(path, dpi=100)
+    return path
 
 
 def add_command(sub):
@@ -215,5 +259,9 @@ def add_command(sub):
     train.add_argument("--batch-size", type=int, default=8, help="(default 8)")
     train.add_argument("--eval-iters", type=int, default=10, help="batches per validation loss (default 10)")
     train.add_argument("--seed", type=int, default=1337, help="(default 1337)")
+    train.add_argument("--prompt", default="The ", help="what both models continue (default 'The ')")
+    train.add_argument("--sample-tokens", type=int, default=80, help="characters each model writes (default 80)")
+    train.add_argument("--temperature", type=float, default=0.8, help="of the samples (default 0.8)")
+    train.add_argument("--plot", metavar="FILE", help="the loss curves' picture (default: DIR/capstone.png)")
     train.set_defaults(run=run_train)
     exercises.set_defaults(run=lambda args: exercises.print_help() or 0)
