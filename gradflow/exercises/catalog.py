@@ -120,7 +120,8 @@ EXERCISES = (
             Piece(reduce, "spread"),
             "Sum.backward, Mean.backward and Max.backward all call spread: give the gradient of the reduced "
             "tensor back the axes the reduction removed (unless keepdims kept them), then broadcast it to the "
-            "input's shape. `axis` is a tuple of non-negative axes.",
+            "input's shape. grad has the reduced shape (`shape` without the axes in `axis`, or with them as size "
+            "1 when keepdims); the result has `shape`. `axis` is a tuple of non-negative axes.",
             OnTable(("sum", "mean", "max")),
             (reduce.Sum,),
         ),

@@ -249,7 +249,7 @@ def _error_hint(error):
         shapes = [tuple(int(n) for n in s.split(",") if n.strip()) for s in _shapes_in(text)]
         if len(shapes) >= 2 and any(len(a) == len(b) + 1 for a in shapes for b in shapes):
             return "keepdims lost: one operand is missing the axis a sum or mean removed; reduce with keepdims=True"
-        return "the shapes do not line up: print them, and compare with the shapes in the docstring"
+        return "the shapes do not line up: print each array's shape, and the shape the result must have"
     if "'NoneType' object" in text:
         return "a value is None: an optional input (a bias, a mask) or an input without a gradient function"
     return None
