@@ -146,6 +146,18 @@ def test_the_page_needs_no_network():
     assert "<iframe srcdoc=" in page._repr_html_()
 
 
+def test_no_text_can_end_a_script_block_or_open_a_comment():
+    _, out = toy()
+    hostile = "</script><!--<script> \u2028 & {{title}}"
+    page = explore(out["loss"], names={out["h"]: hostile}, title=hostile)
+    blocks = re.findall(r'<script type="application/json" id="gf-\S+?">(.*?)</script>', page.html, re.S)
+    assert blocks and not any(re.search("[<>&\u2028]", b) for b in blocks)
+    assert hostile in nodes_named(page, hostile)[0]["name"]
+    script = (explore_page.ASSETS / "explorer.js").read_text()
+    assert "</script" not in script.lower() and "<!--" not in script  # inlined as it is
+    assert page.html.count("&lt;/script&gt;&lt;!--&lt;script&gt;") == 2  # <title> and <h1>
+
+
 def test_backward_refused_when_it_would_add_to_gradients():
     x = gf.tensor([1.0, 2.0], requires_grad=True)
     loss = (x * x).sum()

@@ -70,8 +70,8 @@ def gpt(tmp_path_factory):
 class Opened:
     """A page opened from disk, recording console errors, uncaught exceptions and network requests."""
 
-    def __init__(self, browser, path):
-        self.tab = browser.new_page(viewport={"width": 1400, "height": 820})
+    def __init__(self, browser, path, size=(1400, 820)):
+        self.tab = browser.new_page(viewport={"width": size[0], "height": size[1]})
         self.errors, self.requests = [], []
         self.tab.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.tab.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -157,3 +157,74 @@ def test_fused_attention_opens_into_the_engines_scores(browser, gpt):
     assert opened.tab.locator("table.attn td").count() == 64
     opened.screenshot("attention-maps")
     assert opened.errors == [] and opened.requests == []
+
+
+# --- legible at laptop size, safe against any text -----------------------------------------------
+
+LAPTOP, DESKTOP = (1366, 768), (1920, 1080)
+READABLE = 11  # px: the smallest node text a learner reads without leaning in
+
+NODE_TEXT = """() => {
+  // each node on screen: its name's rendered size (its largest text: font-size times the zoom)
+  const pane = document.getElementById("graph-pane").getBoundingClientRect();
+  const sizes = [];
+  for (const g of document.querySelectorAll("#canvas g.node")) {
+    const r = g.getBoundingClientRect();
+    if (r.right < pane.left || r.left > pane.right || r.bottom < pane.top || r.top > pane.bottom) continue;
+    const px = [...g.querySelectorAll("text")].map(t => parseFloat(t.getAttribute("font-size")) * t.getScreenCTM().a);
+    if (px.length) sizes.push(Math.max(...px));
+  }
+  return sizes;
+}"""
+
+INSIDE = """ids => {
+  // which of these nodes lie wholly inside the graph's pane, clear of the legend and the zoom buttons
+  const pane = document.getElementById("graph-pane").getBoundingClientRect();
+  const over = ["legend", "zoom"].map(i => document.getElementById(i).getBoundingClientRect());
+  return ids.filter(id => {
+    const r = document.getElementById(id).getBoundingClientRect();
+    const hit = o => r.left < o.right && r.right > o.left && r.top < o.bottom && r.bottom > o.top;
+    const inside = r.left >= pane.left && r.right <= pane.right && r.top >= pane.top && r.bottom <= pane.bottom;
+    return inside && !over.some(hit);
+  });
+}"""
+
+HOSTILE = [
+    "</script><script>window.pwned = 1</script>",
+    "<!--<script>",
+    '<img src=x onerror="window.pwned = 1">',
+    "\"quoted\" 'single' `back`",
+    "line\u2028separator\u2029",
+    "/*{{script}}*/ {{title}}",
+]
+
+
+def test_hostile_text_cannot_blank_the_page_or_run(browser, tmp_path):
+    model = ToyModel()
+    out = model.walkthrough(model.encode("the cat sat"), target=model.config.vocab.index("on"))
+    names = {t: HOSTILE[i % len(HOSTILE)] + f" {n}" for i, (n, t) in enumerate(out.items())}
+    toy_page = explore(out["loss"], model=model, names=names, title=HOSTILE[0] + HOSTILE[1])
+    gf.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6, 5]])
+    _, loss = gpt(ids[:, :-1], ids[:, 1:])
+    tokens = [HOSTILE[i % len(HOSTILE)] for i in range(8)]
+    gpt_page = explore(loss, model=gpt, tokens=tokens, title=HOSTILE[2])
+    for name, page in [("toy", toy_page), ("gpt", gpt_page)]:
+        opened = Opened(browser, page.write(tmp_path / f"{name}.html"))
+        tab = opened.tab
+        assert tab.locator("#canvas svg g.node").count() > 3, f"{name}: the graph was not drawn"
+        assert tab.locator("#legend div").count() > 3 and tab.locator("#training").inner_text()
+        assert tab.evaluate("window.pwned") is None and tab.locator("#canvas img, #panel img").count() == 0
+        if name == "toy":
+            assert tab.title() == HOSTILE[0] + HOSTILE[1]
+            h = next(i for i, n in views(page)[0]["nodes"].items() if n.get("name", "").endswith(" h"))
+            opened.click_node(h)
+            assert tab.inner_text("#panel h2") == names[out["h"]]
+        else:
+            tab.click("#tabs button[data-tab=attention]")
+            tab.locator(".grid canvas").first.click()
+            assert tab.locator("table.attn td").count() == 64
+            assert "</script>" in tab.inner_text("table.attn")
+        assert tab.evaluate("window.pwned") is None
+        assert opened.errors == [] and opened.requests == []

@@ -6,6 +6,7 @@ SVG after another). Each view's SVG and details sit in their own <script type="a
 block, parsed only when the view is opened, so a large model's page opens as fast as a small one's.
 """
 
+import html
 import json
 import re
 import subprocess
@@ -15,6 +16,11 @@ from gradflow.tools.graph import MODULE, OP, layout_program
 
 ASSETS = Path(__file__).parent / "explorer"
 INSTALL = "install Graphviz (apt-get install graphviz, brew install graphviz, or pip install graphviz-pure)"
+
+
+def _dot_string(text):
+    """A DOT quoted string: only `"` and `\\` are special inside one."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _dot_text(index, view):
@@ -32,7 +38,7 @@ def _dot_text(index, view):
             extra = " peripheries=2" if info.get("view") is not None else ""
             attrs = f'label={info["label"]} shape=ellipse fillcolor="{OP}"{extra}'
         else:
-            label = json.dumps(f"{info['name']} ({info['cls']})")
+            label = _dot_string(f"{info['name']} ({info['cls']})")
             attrs = f'label={label} shape=box3d fillcolor="{MODULE}"'
         lines.append(f'  {nid} [id="{nid}" {attrs}]')
     for eid, tail, head in view["edges"]:
@@ -64,9 +70,14 @@ def lay_out(views):
     return [_clean_svg(s) for s in svgs]
 
 
+# Inside <script> the HTML parser ends the block at `</script` and enters an "escaped" state at
+# `<!--`; JSON may write any character as \uXXXX, so these never appear in the page's text.
+SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _json(value):
-    """JSON that can sit inside a <script> element: `</` written as `<\\/`."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    """JSON that can sit inside a <script> element, whatever its strings hold: no `<`, `>` or `&`."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).translate(SCRIPT_SAFE)
 
 
 DETAILS = ("data", "grad", "arrivals")  # a tensor's numbers: written once, however many views show it
@@ -93,10 +104,11 @@ def page_html(data, views):
     page = (ASSETS / "page.html").read_text(encoding="utf-8")
     style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
     script = (ASSETS / "explorer.js").read_text(encoding="utf-8")
-    title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
-    return (
-        page.replace("{{title}}", title)
-        .replace("/*{{style}}*/", style)
-        .replace("<!--{{data}}-->", "\n".join(blocks))
-        .replace("/*{{script}}*/", script.replace("</script", "<\\/script"))
-    )
+    parts = {
+        "{{title}}": html.escape(data["title"]),
+        "/*{{style}}*/": style,
+        "<!--{{data}}-->": "\n".join(blocks),
+        "/*{{script}}*/": script,
+    }
+    # one pass, so that nothing inserted (a title, a name in the data) is read as a placeholder
+    return re.sub("|".join(re.escape(k) for k in parts), lambda m: parts[m.group(0)], page)
