@@ -115,15 +115,18 @@ def launch(command):
     on Linux the kernel then sends mpiexec SIGINT itself (prctl's PR_SET_PDEATHSIG); elsewhere the
     ranks would train on, orphaned, until they end.
     """
-    job = None
+    job, asked = None, []
 
     def stop(signum, frame):
+        asked.append(signum)
         if job is not None:
             job.send_signal(signal.SIGINT)
 
     previous = {s: signal.signal(s, stop) for s in STOPS}
     try:
         job = subprocess.Popen(command, start_new_session=True, preexec_fn=_stop_with_parent())
+        if asked:  # while mpiexec was being started: passed on now
+            job.send_signal(signal.SIGINT)
         return job.wait()
     finally:
         for s, handler in previous.items():
