@@ -273,8 +273,9 @@ def test_softmax_checks_one_row_first(tmp_path):
             ")",
             "hint: the path through the variance left out",
         ),
+        ("cross_entropy_backward", "dz[np.arange(len(t)), t] -= 1", "pass", "hint: the one-hot target left out"),
     ],
-    ids=["mul swapped", "softmax diagonal", "softmax axis", "layer_norm constants", "layer_norm variance"],
+    ids=["mul swapped", "softmax diagonal", "softmax axis", "layer_norm constants", "layer_norm variance", "ce"],
 )
 def test_the_classic_mistakes_are_named_with_the_idea(tmp_path, name, old, new, said):
     failed = attempt(tmp_path, name, old, new)
@@ -334,6 +335,8 @@ def test_json_and_junit_for_a_course(tmp_path, capsys):
     tanh = find("tanh_backward")
     (ws / workspace.file_name(tanh)).write_text(workspace.file_text(tanh, solution=True).replace("1 - y", "1 + y"))
     (ws / workspace.file_name(find("unbroadcast"))).unlink()
+    assert gradflow("hint", "mul_backward", "--dir", str(ws)) == 0  # a teacher sees the hints taken
+    capsys.readouterr()
     assert gradflow("check", "--dir", str(ws), "--format", "json", "--junit", str(junit)) == 1
     graded = json.loads(capsys.readouterr().out)
     by_name = {r["name"]: r for r in graded["exercises"]}
@@ -344,6 +347,7 @@ def test_json_and_junit_for_a_course(tmp_path, capsys):
         "status": "pass",
         "score": 1,
         "message": "6 gradcheck cases",
+        "hints": 1,
     }
     assert by_name["tanh_backward"]["status"] == "fail" and "expected" in by_name["tanh_backward"]["message"]
     assert by_name["unbroadcast"]["status"] == "error" and by_name["unbroadcast"]["message"].startswith("no file ")

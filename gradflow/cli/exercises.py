@@ -58,7 +58,7 @@ def run_check(args):
     workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
     results = [(e, *workspace.check(e, args.dir)) for e in chosen]
-    records = [report.record(*result) for result in results]
+    records = [report.record(*result, workspace.hints_taken(result[0], args.dir)) for result in results]
     if args.junit:
         Path(args.junit).write_text(report.as_junit(records))
     passed = sum(r["score"] for r in records)

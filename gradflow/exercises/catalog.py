@@ -238,7 +238,7 @@ EXERCISES = (
             ops.CrossEntropy,
             "CrossEntropy.backward: the loss every model here trains on",
             "Return dL/dz for each reduction (mean, sum, none), rows of ignore_index getting none.",
-            OnTable(("cross_entropy",), model=True),
+            OnTable(("cross_entropy",), model=True, mistakes=mistakes.CROSS_ENTROPY),
         ),
         Exercise(
             "adam_update",

@@ -8,6 +8,7 @@ learner's gradient equal to it is that mistake. One entry per classic error:
     Softmax     only the Jacobian's diagonal, g * y * (1 - y); the sum over the wrong axis
     LayerNorm   mu and r treated as constants (the paths through the mean and the variance left out),
                 or one of the two left out
+    CrossEntropy  the probabilities alone, the one-hot target not subtracted
 """
 
 from collections.abc import Callable
@@ -53,6 +54,12 @@ def _layer_norm(mean_path, variance_path):
     return wrong
 
 
+def _cross_entropy_without_target(ctx, g):
+    p, t, valid = ctx.saved_tensors
+    per_row = valid * (g / max(ctx.count, 1) if ctx.reduction == "mean" else g)
+    yield (p * per_row[:, None],)
+
+
 MUL = (
     Mistake(
         "the operands swapped",
@@ -91,6 +98,16 @@ LAYER_NORM = (
         "the path through the variance left out",
         _layer_norm(mean_path=True, variance_path=False),
         "r = 1 / sqrt(var(x) + eps) depends on every x_i of the row: that path adds a term with xhat",
+    ),
+)
+
+
+CROSS_ENTROPY = (
+    Mistake(
+        "the one-hot target left out",
+        _cross_entropy_without_target,
+        "loss_n = logsumexp(z_n) - z_n[t_n] has two terms: the first gives softmax(z_n), the second -1 at the "
+        "target's logit",
     ),
 )
 

@@ -1,7 +1,7 @@
 """A workspace's results as a course grades them: one record per exercise, as JSON or as JUnit XML.
 
     {"number": 2, "name": "mul_backward", "track": "autograd basics",
-     "status": "pass" | "fail" | "todo" | "error", "score": 1 | 0, "message": "..."}
+     "status": "pass" | "fail" | "todo" | "error", "score": 1 | 0, "message": "...", "hints": 0 to 3}
 
 "todo" is a file still as `start` wrote it; "error" is a file that is missing, does not parse or
 raises, so that a workspace with a file deleted can never pass. JUnit XML (one <testcase> per
@@ -18,8 +18,8 @@ from gradflow.exercises.catalog import EXERCISES
 _STATUS = {"todo": "todo", "missing": "error", "error": "error"}  # a Failed's kind -> status; the rest: fail
 
 
-def record(exercise, ok, said):
-    """One exercise's result: `ok` and `said` as workspace.check returns them."""
+def record(exercise, ok, said, hints=0):
+    """One exercise's result: `ok` and `said` as workspace.check returns them, `hints` the levels taken."""
     status = "pass" if ok else _STATUS.get(said.kind, "fail")
     return {
         "number": EXERCISES.index(exercise) + 1,
@@ -28,6 +28,7 @@ def record(exercise, ok, said):
         "status": status,
         "score": int(ok),
         "message": str(said),
+        "hints": hints,
     }
 
 

@@ -163,11 +163,16 @@ def next_hint(exercise, directory):
     """(level, the hint): the next of the exercise's hints, the last one again once all were given; the
     level is remembered in the workspace, so that each call says a little more."""
     path_of(exercise, directory)  # the workspace is where the level is kept
-    last = progress(directory).get(exercise.name)
-    given = last.get("hints", 0) if isinstance(last, dict) else 0
-    level = min(given, len(exercise.hints) - 1) if isinstance(given, int) and given >= 0 else 0
+    level = min(hints_taken(exercise, directory), len(exercise.hints) - 1)
     _update(exercise, directory, hints=level + 1)
     return level + 1, exercise.hints[level]
+
+
+def hints_taken(exercise, directory):
+    """How many levels of the exercise's hints `hint` has given in this workspace."""
+    last = progress(directory).get(exercise.name)
+    given = last.get("hints", 0) if isinstance(last, dict) else 0
+    return given if isinstance(given, int) and given >= 0 else 0
 
 
 def status(exercise, directory):
