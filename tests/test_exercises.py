@@ -306,7 +306,8 @@ def test_start_list_check_and_what_comes_after_a_pass(tmp_path, capsys, monkeypa
     }
     assert rows["mul_backward"] == "pass" and rows["add_backward"] == "changed" and rows["unbroadcast"] == "todo"
     assert gradflow("check", "add_backward", "--dir", str(ws)) == 1
-    assert "a sign error" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "a sign error" in out and "stuck? gradflow exercises hint add_backward (hint 1 of 3)" in out
     assert gradflow("list", "--dir", str(ws)) == 0
     assert " add_backward             fail " in capsys.readouterr().out
     monkeypatch.chdir(ws)  # from inside the workspace, --dir ws still names it

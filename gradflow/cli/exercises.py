@@ -50,6 +50,7 @@ def run_start(args):
     print(f"wrote {len(paths)} exercises to {args.dir}/, from {paths[0].name} to {paths[-1].name}")
     print(f"each is a blank that raises NotImplementedError; fill in {paths[0].name} first, then:")
     print(f"  cd {args.dir} && gradflow exercises check {EXERCISES[0].name}")
+    print(f"stuck? gradflow exercises hint {EXERCISES[0].name} gives the idea, then more each time you ask")
     return 0
 
 
@@ -75,6 +76,9 @@ def run_check(args):
             print(f"{number}{e.name}: {said}")
         else:
             print(f"{number}{e.name}: not yet\n{textwrap.indent(str(said), '   ')}")
+            taken = workspace.hints_taken(e, args.dir)
+            if args.name and said.kind != "todo" and taken < len(e.hints):
+                print(f"   stuck? gradflow exercises hint {e.name} (hint {taken + 1} of {len(e.hints)})")
     if not args.name:
         left = [e for e in EXERCISES if workspace.status(e, args.dir) != "pass"]
         upnext = f"; next: {workspace.file_name(left[0])}" if left else "; all done"
