@@ -166,7 +166,7 @@ READABLE = 11  # px: the smallest node text a learner reads without leaning in
 
 NODE_TEXT = """() => {
   // each node on screen: its name's rendered size (its largest text: font-size times the zoom)
-  const pane = document.getElementById("graph-pane").getBoundingClientRect();
+  const pane = document.getElementById("canvas").getBoundingClientRect();
   const sizes = [];
   for (const g of document.querySelectorAll("#canvas g.node")) {
     const r = g.getBoundingClientRect();
@@ -179,7 +179,7 @@ NODE_TEXT = """() => {
 
 INSIDE = """ids => {
   // which of these nodes lie wholly inside the graph's pane, clear of the legend and the zoom buttons
-  const pane = document.getElementById("graph-pane").getBoundingClientRect();
+  const pane = document.getElementById("canvas").getBoundingClientRect();
   const over = ["legend", "zoom"].map(i => document.getElementById(i).getBoundingClientRect());
   return ids.filter(id => {
     const r = document.getElementById(id).getBoundingClientRect();
@@ -197,6 +197,40 @@ HOSTILE = [
     "line\u2028separator\u2029",
     "/*{{script}}*/ {{title}}",
 ]
+
+
+@pytest.mark.parametrize("size", [LAPTOP, DESKTOP])
+@pytest.mark.parametrize("which", ["toy", "gpt"])
+def test_node_text_is_readable_at_first_and_after_fit(browser, toy, gpt, which, size):
+    path = {"toy": toy, "gpt": gpt}[which][0]
+    opened = Opened(browser, path, size)
+    first = opened.tab.evaluate(NODE_TEXT)
+    assert first and min(first) >= READABLE, f"initial zoom: node text {min(first or [0]):.1f} px"
+    opened.tab.click("#zoom-fit")
+    fitted = opened.tab.evaluate(NODE_TEXT)
+    assert fitted and min(fitted) >= READABLE, f"fit: node text {min(fitted or [0]):.1f} px"
+    on_screen = opened.tab.evaluate(INSIDE, [g for g in views_of(path)[0]["nodes"]])
+    assert on_screen, "nothing to start from on screen"
+    if which == "toy":
+        opened.screenshot(f"toy-{size[0]}")
+    assert opened.errors == [] and opened.requests == []
+
+
+def views_of(path):
+    return views(type("Page", (), {"html": Path(path).read_text(encoding="utf-8")}))
+
+
+def test_step_mode_keeps_the_op_its_inputs_and_output_in_view(browser, toy):
+    path, page, _ = toy
+    v = views(page)[0]
+    opened = Opened(browser, path, LAPTOP)
+    for _ in range(2 * len(v["steps"])):
+        opened.tab.keyboard.press("ArrowRight")
+        unit = opened.tab.get_attribute("#status", "data-unit")
+        op = v["nodes"][unit]
+        wanted = [unit, op["output"]] + [t for t in op["inputs"] if t in v["nodes"]]
+        assert opened.tab.evaluate(INSIDE, wanted) == wanted, opened.tab.inner_text("#status")
+    assert opened.errors == []
 
 
 def test_hostile_text_cannot_blank_the_page_or_run(browser, tmp_path):

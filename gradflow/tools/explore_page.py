@@ -12,9 +12,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from gradflow.tools.graph import MODULE, OP, layout_program
+from gradflow.tools.graph import KINDS, MODULE, OP, layout_program
 
 ASSETS = Path(__file__).parent / "explorer"
+FONT = 14  # points of a node's name, one SVG unit each: at zoom 1 it is 14 px on screen
 INSTALL = "install Graphviz (apt-get install graphviz, brew install graphviz, or pip install graphviz-pure)"
 
 
@@ -23,17 +24,26 @@ def _dot_string(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _tensor_label(info):
+    """Its readable name over its shape: the numbers are in the panel, so that every box stays narrow."""
+    shape = "(" + ", ".join(map(str, info["shape"])) + ("," if len(info["shape"]) == 1 else "") + ")"
+    small = f'<font point-size="{FONT - 3}" color="#4b5563">{shape}</font>'
+    return f"<<b>{html.escape(info['title'])}</b><br/>{small}>"
+
+
 def _dot_text(index, view):
     """One view as a DOT graph: node and edge ids are the page's, so a click finds its details."""
     lines = [
         f"digraph view{index} {{",
-        '  graph [rankdir=LR fontname="Helvetica" nodesep=0.3 ranksep=0.35 bgcolor="transparent"]',
-        '  node [fontname="Helvetica" fontsize=12 style=filled]',
+        '  graph [rankdir=TB fontname="Helvetica" nodesep=0.25 ranksep=0.3 bgcolor="transparent"]',
+        f'  node [fontname="Helvetica" fontsize={FONT} style=filled]',
         "  edge [arrowsize=0.7 penwidth=1.2]",
     ]
     for nid, info in view["nodes"].items():
         if info["kind"] == "tensor":
-            attrs = f"label={info['label']} shape=plain"
+            attrs = (
+                f'label={_tensor_label(info)} shape=box style="rounded,filled" fillcolor="{KINDS[info["tkind"]][0]}"'
+            )
         elif info["kind"] == "op":
             extra = " peripheries=2" if info.get("view") is not None else ""
             attrs = f'label={info["label"]} shape=ellipse fillcolor="{OP}"{extra}'

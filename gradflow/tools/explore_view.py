@@ -20,10 +20,10 @@ from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
 from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
 from gradflow.tools.explore_data import stats, summary
-from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, tensor_label, walk
+from gradflow.tools.explore_names import expression
+from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
 
 PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
-INLINE = 4  # a tensor of at most this many numbers shows them in its box
 
 
 def brief(a):
@@ -180,6 +180,19 @@ class Exploration:
     def name(self, t):
         return t.name or self.names.get(id(t), "")
 
+    def title(self, g, t):
+        """Its readable name (explore_names.py): given, a parameter's, its module's or the expression that made it."""
+        if id(t) not in g.titles:
+            home, op = g.home(t), t.grad_fn
+            g.titles[id(t)] = self.name(t) or "tensor"
+            if not self.name(t) and op is not None:
+                leaves = op.scope[len(home)] if len(op.scope) > len(home) else None
+                if id(leaves) in self.module_names:
+                    g.titles[id(t)] = f"{self.module_names[id(leaves)]} out"
+                else:
+                    g.titles[id(t)] = expression(op, [None if i is None else self.title(g, i) for i in op.inputs])
+        return g.titles[id(t)]
+
     def module_path(self, scope):
         if not scope:
             return ""
@@ -192,6 +205,7 @@ class Exploration:
         info = {
             "kind": "tensor",
             "name": self.name(t),
+            "title": self.title(g, t),
             "shape": list(t.shape),
             "dtype": str(t.dtype),
             "tkind": kind,
@@ -201,7 +215,6 @@ class Exploration:
             "made_by": None if t.grad_fn is None else self.node_id(t.grad_fn, "o"),
             "used_by": [self.node_id(op, "o") for op in g.readers.get(t, [])],
             "arrivals": g.arrivals.get(id(t)),
-            "label": tensor_label(t, self.name(t), True, True, INLINE, KINDS[kind][0]),  # for dot only
         }
         g.infos[id(t)] = info
         return info
@@ -310,7 +323,7 @@ class _Graph:
 
     def __init__(self, root, ops, readers, output):
         self.root, self.ops, self.readers, self.output = root, ops, readers, output
-        self.homes = {}
+        self.homes, self.titles = {}, {}
 
     def home(self, t):
         """The innermost module every op touching t ran in (the op that made it and those reading it)."""

@@ -148,16 +148,33 @@ function setBox(b) {
   svgElement().setAttribute("viewBox", `${b.x} ${b.y} ${b.w} ${b.h}`);
 }
 
+// px on screen per SVG unit; a node's name is FONT units (explore_page.py), so READABLE keeps it >= 12 px
+const READABLE = 0.86, LARGEST = 1.5, PAD = 16;
+
+function zoomNow() {
+  const r = canvas.getBoundingClientRect(), b = state.box;
+  return Math.min(r.width / b.w, r.height / b.h);
+}
+
+function frame(cx, top, z) {
+  // a box of the canvas's shape at zoom z, centred across on cx, its top edge at `top` (SVG units)
+  const r = canvas.getBoundingClientRect();
+  setBox({ x: cx - r.width / z / 2, y: top, w: r.width / z, h: r.height / z });
+}
+
 function fit() {
-  // the drawing's own viewBox, as dot wrote it, with a margin
+  // the whole drawing if it is readable so; else as much as is, from its top, where the inputs are
   const [x, y, w, h] = state.drawn;
-  const pad = 16;
-  setBox({ x: x - pad, y: y - pad, w: w + 2 * pad, h: h + 2 * pad });
+  const r = canvas.getBoundingClientRect();
+  const whole = Math.min(r.width / (w + 2 * PAD), r.height / (h + 2 * PAD));
+  const z = Math.max(READABLE, Math.min(LARGEST, whole));
+  const top = z === whole ? y - PAD - (r.height / z - h - 2 * PAD) / 2 : y - PAD;
+  frame(x + w / 2, top, z);
 }
 
 function zoom(factor, cx, cy) {
   const b = state.box;
-  const r = pane.getBoundingClientRect();
+  const r = canvas.getBoundingClientRect();
   const svg = svgElement();
   // the point under the cursor stays put: map it through the current viewBox (preserveAspectRatio meet)
   const s = Math.max(b.w / r.width, b.h / r.height);
@@ -168,18 +185,23 @@ function zoom(factor, cx, cy) {
 }
 
 pane.addEventListener("wheel", e => {
+  // the wheel scrolls a tall graph like a page; with Ctrl (or a trackpad's pinch) it zooms
   e.preventDefault();
-  zoom(e.deltaY > 0 ? 1.15 : 1 / 1.15, e.clientX, e.clientY);
+  if (e.ctrlKey || e.metaKey) zoom(e.deltaY > 0 ? 1.15 : 1 / 1.15, e.clientX, e.clientY);
+  else {
+    const b = state.box, z = zoomNow();
+    setBox({ x: b.x + e.deltaX / z, y: b.y + e.deltaY / z, w: b.w, h: b.h });
+  }
 }, { passive: false });
 
 let drag = null;
 pane.addEventListener("mousedown", e => {
-  if (e.target.closest("#zoom, #legend")) return;
+  if (e.target.closest("#bar")) return;
   drag = { x: e.clientX, y: e.clientY, box: state.box, moved: false };
 });
 window.addEventListener("mousemove", e => {
   if (!drag) return;
-  const r = pane.getBoundingClientRect();
+  const r = canvas.getBoundingClientRect();
   const s = Math.max(drag.box.w / r.width, drag.box.h / r.height);
   const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
   if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; pane.classList.add("dragging"); }
@@ -189,8 +211,8 @@ window.addEventListener("mouseup", () => {
   pane.classList.remove("dragging");
   setTimeout(() => { drag = null; }, 0);
 });
-document.getElementById("zoom-in").onclick = () => { const r = pane.getBoundingClientRect(); zoom(1 / 1.3, r.left + r.width / 2, r.top + r.height / 2); };
-document.getElementById("zoom-out").onclick = () => { const r = pane.getBoundingClientRect(); zoom(1.3, r.left + r.width / 2, r.top + r.height / 2); };
+document.getElementById("zoom-in").onclick = () => { const r = canvas.getBoundingClientRect(); zoom(1 / 1.3, r.left + r.width / 2, r.top + r.height / 2); };
+document.getElementById("zoom-out").onclick = () => { const r = canvas.getBoundingClientRect(); zoom(1.3, r.left + r.width / 2, r.top + r.height / 2); };
 document.getElementById("zoom-fit").onclick = fit;
 
 canvas.addEventListener("click", e => {
@@ -202,23 +224,26 @@ canvas.addEventListener("click", e => {
   else select(g.id);
 });
 
-function bringIntoView(g) {
-  // pan (keeping the zoom) so that the lit node is on screen
-  const r = pane.getBoundingClientRect(), n = g.getBoundingClientRect(), b = state.box;
-  if (n.left >= r.left && n.right <= r.right && n.top >= r.top && n.bottom <= r.bottom) return;
-  const s = Math.max(b.w / r.width, b.h / r.height);
-  const dx = (n.left + n.width / 2 - (r.left + r.width / 2)) * s, dy = (n.top + n.height / 2 - (r.top + r.height / 2)) * s;
-  setBox({ x: b.x + dx, y: b.y + dy, w: b.w, h: b.h });
+function units(rect) {
+  // a screen rectangle in the drawing's units
+  const r = canvas.getBoundingClientRect(), b = state.box, z = zoomNow();
+  const ox = b.x - (r.width / z - b.w) / 2, oy = b.y - (r.height / z - b.h) / 2;
+  return { left: ox + (rect.left - r.left) / z, right: ox + (rect.right - r.left) / z, top: oy + (rect.top - r.top) / z, bottom: oy + (rect.bottom - r.top) / z };
 }
 
-function readable() {
-  // a wide graph fitted whole is too small to read: start at its inputs, at a readable size
-  const r = pane.getBoundingClientRect(), b = state.box;
-  const s = Math.max(b.w / r.width, b.h / r.height);
-  if (s <= 1.6) return;
-  const w = r.width * 1.6, h = r.height * 1.6;
-  setBox({ x: b.x, y: b.y + b.h / 2 - h / 2, w, h });
+function centreOn(ids) {
+  // these nodes (an op, its inputs and output) in the middle, zoomed out only as far as they need
+  const rs = ids.map(id => document.getElementById(id)).filter(Boolean).map(e => units(e.getBoundingClientRect()));
+  if (!rs.length) return;
+  const left = Math.min(...rs.map(q => q.left)), right = Math.max(...rs.map(q => q.right));
+  const top = Math.min(...rs.map(q => q.top)), bottom = Math.max(...rs.map(q => q.bottom));
+  const r = canvas.getBoundingClientRect();
+  const need = Math.min(r.width / (right - left + 2 * PAD), r.height / (bottom - top + 2 * PAD));
+  const z = Math.min(Math.max(zoomNow(), READABLE), need);
+  frame((left + right) / 2, (top + bottom) / 2 - r.height / z / 2, z);
 }
+
+function bringIntoView(g) { centreOn([g.id]); }
 
 function openView(i) {
   state.index = i;
@@ -231,14 +256,13 @@ function openView(i) {
   svg.removeAttribute("height");
   state.drawn = svg.getAttribute("viewBox").trim().split(/[\s,]+/).map(Number);
   fit();
-  readable();
   crumbs();
   showStep();
   const p = document.getElementById("panel");
   p.innerHTML = "";
   const title = DATA.views[i].title;
   p.append(el("h2", { text: title }));
-  p.append(el("p", { class: "hint", text: "Click a tensor (box) for its values and gradient, an op (oval) for its formula, a module (3-D box) to open it; a double-bordered op is fused and opens into its primitive ops. Drag to pan, scroll to zoom; → and ← step through forward and backward, b jumps to the backward pass, Esc goes up." }));
+  p.append(el("p", { class: "hint", text: "Click a tensor (box) for its values and gradient, an op (oval) for its formula, a module (3-D box) to open it; a double-bordered op is fused and opens into its primitive ops. Drag or scroll to move, Ctrl+scroll to zoom; → and ← step through forward and backward, b jumps to the backward pass, Esc goes up." }));
 }
 
 function crumbs() {
@@ -267,7 +291,7 @@ function legend() {
 
 function nodeLink(id) {
   const info = state.view.nodes[id];
-  const text = info ? (info.kind === "op" ? info.name : (info.name || "tensor") + " " + JSON.stringify(info.shape)) : id;
+  const text = info ? (info.kind === "op" ? info.name : info.kind === "tensor" ? info.title + " " + JSON.stringify(info.shape) : info.name) : id;
   return info ? el("a", { class: "node", "data-node": id, text, onclick: () => select(id) }) : el("span", { text: id + " (in another view)" });
 }
 
@@ -285,18 +309,12 @@ function select(id) {
   else opPanel(p, id, info);
 }
 
-function tensorTitle(info) {
-  if (info.name) return info.name;
-  const maker = info.made_by && state.view.nodes[info.made_by];
-  return maker ? "output of " + maker.name : "tensor";
-}
-
 function tensorPanel(p, id, info) {
-  p.append(el("h2", { text: tensorTitle(info) }));
+  p.append(el("h2", { text: info.title }));
   p.append(el("div", { class: "meta" }, "shape ", el("code", { text: "(" + info.shape.join(", ") + (info.shape.length === 1 ? ",)" : ")") }), " · dtype ", el("code", { text: info.dtype }), " · " + DATA.kinds[info.tkind][1] + (info.module ? " · in " : ""), info.module ? el("code", { text: info.module }) : null));
   p.append(el("h3", { text: "value" }));
   p.append(arrayView(info.data, "data"));
-  p.append(el("h3", { text: "gradient dL/d(" + tensorTitle(info) + ")" }));
+  p.append(el("h3", { text: "gradient dL/d(" + info.title + ")" }));
   p.append(arrayView(info.grad, "grad"));
   if (info.arrivals) {
     p.append(el("h3", { text: `its gradient arrives in ${info.arrivals.length} shares, one per use` }));
@@ -388,10 +406,12 @@ function showStep() {
   }
   const g = document.getElementById(unit);
   g.classList.add("current");
-  bringIntoView(g);
+  const near = state.view.edges.filter(([, t, h]) => t === unit || h === unit).map(([, t, h]) => (t === unit ? h : t));
+  centreOn([unit, ...near]);
   if (!back) g.classList.add("forward");
   const info = state.view.nodes[unit];
-  const name = info.kind === "op" ? info.name : info.name + " (module)";
+  const made = info.kind === "op" && state.view.nodes[info.output];
+  const name = info.kind === "op" ? info.name + (made ? " → " + made.title : "") : info.name + " (module)";
   status.textContent = (back ? "backward " + (k - n + 1) : "forward " + (k + 1)) + " / " + n + ": " + name;
   status.dataset.unit = unit;
   if (info.kind === "op") select(unit);
