@@ -29,6 +29,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from gradflow import nn
+from gradflow.engine import bounded_json
+from gradflow.engine.serialize import NUMPY_DTYPES, check_dtypes
 
 # transformers refuses a safetensors file whose header does not name the framework it was written for
 SAFETENSORS_METADATA = {"format": "pt"}
@@ -300,7 +302,7 @@ def positive(hf_config, key, kind, where, default=None):
 def check_layers(weights, prefix, n_layer, where):
     """The weights hold blocks 0 .. n_layer - 1, checked before a model of n_layer blocks is built."""
     blocks = {name[len(prefix) :].split(".")[0] for name in weights if name.startswith(prefix)}
-    if blocks != {str(i) for i in range(n_layer)}:
+    if len(blocks) != n_layer or blocks != {str(i) for i in range(n_layer)}:  # counted first: n_layer may be 10^9
         raise ValueError(f"{where}: config.json says {n_layer} layers but the weights hold {len(blocks)}")
 
 
@@ -396,9 +398,9 @@ def read_json(path, where):
     if not path.exists():
         raise FileNotFoundError(f"{where}: {path} does not exist")
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{where}: {path} is not JSON: {err}") from None
+        d = bounded_json.loads(path.read_text(encoding="utf-8"), "it")
+    except ValueError as err:  # not UTF-8, not JSON, or nested too deep
+        raise ValueError(f"{where}: {path} is not JSON gradflow reads: {err}") from None
     if not isinstance(d, dict):
         raise ValueError(f"{where}: {path} is not a JSON object")
     return d
@@ -409,9 +411,10 @@ def read_safetensors(path, where):
     try:
         with safe_open(path, framework="np") as f:
             names = list(f.keys())
+            check_dtypes(f, NUMPY_DTYPES | {"BF16"})
             kinds = {name: f.get_slice(name).get_dtype() for name in names}
             arrays = {name: f.get_tensor(name) for name in names if kinds[name] != "BF16"}
-    except (SafetensorError, OSError, TypeError) as err:  # damaged, not safetensors, or a dtype numpy lacks
+    except (SafetensorError, OSError, TypeError, ValueError) as err:  # damaged, not safetensors, or a dtype numpy lacks
         raise ValueError(f"{where}: {path} is not a readable safetensors file: {err}") from None
     bf16 = [name for name in names if kinds[name] == "BF16"]
     return arrays | (bfloat16_arrays(path, bf16) if bf16 else {})

@@ -29,6 +29,7 @@ LIMITS = dict(vocab_size=1 << 20, block_size=1 << 16, n_layer=1024, n_head=1024,
               n_embd=1 << 15, d_model=1 << 15, d_ff=1 << 17)  # fmt: skip
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
+SMOLLM2_CONTEXT = 8192  # the positions it was trained on (its GGUF file's llama.context_length)
 
 
 def check_model_flags(kind, n_layer, n_head, n_embd, dropout=0.0, n_kv_head=None):

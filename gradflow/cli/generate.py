@@ -10,9 +10,11 @@ checkpoint as for SmolLM2; with `--chat`, also which tokens the chat template ad
 import contextlib
 import math
 import sys
+import warnings
 
-from gradflow.cli.build import context_of, load_smollm2, model_from_meta, tokenizer_for
+from gradflow.cli.build import SMOLLM2_CONTEXT, context_of, load_smollm2, model_from_meta, tokenizer_for
 from gradflow.inference import SMOLLM2_SYSTEM, Chat, chatml, generate
+from gradflow.inference.generate import beyond_context
 from gradflow.models.trace import trace
 from gradflow.training.checkpoint import load_checkpoint
 
@@ -82,6 +84,15 @@ def _trace(model, tokenizer, text, context=None, chat=None):
     print(flush=True)
 
 
+@contextlib.contextmanager
+def warnings_in_one_line(command):
+    """Show each warning raised inside as one line, `gradflow <command>: <message>`, when it is raised."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *_, **__: print(f"gradflow {command}: {message}", file=sys.stderr)
+        yield
+
+
 def check_sampling_flags(args):
     """Refuse sampling settings that mean nothing, by flag, before the prompt is printed."""
     if args.max_new_tokens < 0:
@@ -98,7 +109,11 @@ def check_sampling_flags(args):
 
 def _stream(args, model, tokenizer, text, skip=(), **options):
     """Print `text`, then its continuation token by token, sampled as the command's flags say."""
-    prompt = tokenizer.encode(text)
+    prompt = tokenizer.encode(text).tolist()
+    context = options.get("context")
+    if context is not None and len(prompt) > context:  # said before the prompt is printed, then cut as generate would
+        print(f"gradflow {args.command}: {beyond_context(len(prompt), context)}", file=sys.stderr, flush=True)
+        prompt = prompt[-context:]
     sys.stdout.write(text)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     printer = Printer(tokenizer, prompt, skip=skip)
@@ -117,7 +132,7 @@ def _generate_smollm2(args):
     if args.trace:
         _trace(model, tokenizer, text, chat=messages if args.chat else None)
     ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
-    return _stream(args, model, tokenizer, text, skip=ends, stop=ends)
+    return _stream(args, model, tokenizer, text, skip=ends, stop=ends, context=SMOLLM2_CONTEXT)
 
 
 def run_chat(args):
@@ -126,7 +141,8 @@ def run_chat(args):
         raise ValueError("standard input is closed: chat reads your messages from it")
     model, tokenizer = load_smollm2(args.adapter)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+    sampling |= dict(context=SMOLLM2_CONTEXT, max_new_tokens=args.max_new_tokens)
+    chat = Chat(model, tokenizer, system=args.system, **sampling)
     tty = sys.stdin.isatty()
     if tty:
         adapted = f", adapted by {args.adapter}" if args.adapter else ""
@@ -140,10 +156,10 @@ def run_chat(args):
         if not text.strip():
             break
         if text.strip() == "/reset":
-            chat = Chat(model, tokenizer, system=args.system, max_new_tokens=args.max_new_tokens, **sampling)
+            chat = Chat(model, tokenizer, system=args.system, **sampling)
             continue
         sys.stdout.write("smollm2> ")
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops this reply, keeps the conversation
+        with contextlib.suppress(KeyboardInterrupt), warnings_in_one_line("chat"):  # Ctrl-C: this reply stops
             chat.say(text, on_token=Printer(tokenizer, [], skip=(chat.end,)))
         sys.stdout.write("\n")
         sys.stdout.flush()

@@ -1,5 +1,6 @@
 """`gradflow gradcheck`: check every op's backward against finite differences and print the table."""
 
+import math
 import sys
 import time
 
@@ -18,6 +19,9 @@ def add_command(sub):
 
 
 def run(args):
+    for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
+        if not (math.isfinite(value) and value >= 0):  # a negative tolerance fails every op, a NaN passes none
+            raise ValueError(f"{flag} must be a finite non-negative number, got {value}")
     cases = [c for c in CASES if args.op is None or c.name.split()[0] == args.op]
     if not cases:
         names = sorted({c.name.split()[0] for c in CASES})

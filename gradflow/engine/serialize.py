@@ -20,10 +20,13 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from gradflow.engine import bounded_json
 from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 
 _TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
+# the safetensors dtypes numpy has; a file holding another (F8_E4M3, say) is refused, naming it
+NUMPY_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
 
 
 def save(obj, path):
@@ -46,12 +49,22 @@ def load(path):
     try:
         with safe_open(path, framework="np") as f:
             description = (f.metadata() or {}).get("gradflow")
+            check_dtypes(f, NUMPY_DTYPES)
             arrays = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (a safetensors file, not a dict)
         if description is None:
             raise ValueError("a safetensors file without gradflow's description; safetensors.numpy.load_file reads it")
-        return _decode(json.loads(description), arrays)
+        return _decode(bounded_json.loads(description, "its description"), arrays)
     except (SafetensorError, ValueError, KeyError, TypeError) as e:  # json's errors are ValueErrors
         raise ValueError(f"load: {path} is not a file written by gf.save ({e})") from None
+
+
+def check_dtypes(f, readable):
+    """Refuse a safetensors file (opened with safe_open) holding a tensor whose dtype is not in `readable`."""
+    for name in f.keys():  # noqa: SIM118 (a safetensors file, not a dict)
+        dtype = f.get_slice(name).get_dtype()
+        if dtype not in readable:
+            known = ", ".join(sorted(readable))
+            raise ValueError(f"{name} has dtype {dtype}, which gradflow cannot read; it reads {known}")
 
 
 def _where(path):

@@ -7,6 +7,8 @@ From the logits l of the next token (as "The Mathematics Behind LLM Thinking" an
                     reaches p (the nucleus), renormalise among it
 """
 
+import warnings
+
 import numpy as np
 
 from gradflow.engine.autograd import no_grad
@@ -48,6 +50,14 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
     return int(rng.choice(len(p), p=p))
 
 
+def beyond_context(n_tokens, context):
+    """The one-line warning for a prompt of n_tokens that a model seeing `context` positions cannot read whole."""
+    return (
+        f"the prompt is {n_tokens:,} tokens, longer than the model's context of {context:,}: "
+        f"its first {n_tokens - context:,} tokens are dropped"
+    )
+
+
 @no_grad()
 def generate(
     model,
@@ -65,8 +75,10 @@ def generate(
     """Continue the (T,) prompt `ids` by up to max_new_tokens tokens; returns all ids (prompt + new).
 
     The prompt runs once through the model, filling its KV cache; then each new token is one forward
-    step of length 1. `context` caps how many positions the model can see (GPT's block_size): when
-    the cache is full, it is rebuilt from the last context - 1 tokens. on_token(id) is called as each
+    step of length 1. `context` caps how many positions the model can see (GPT's block_size,
+    SmolLM2's 8,192): a longer prompt is cut to its last `context` tokens with a warning saying how
+    many were dropped, and when the cache is full it is rebuilt from the last context - 1 tokens
+    (a sliding window). on_token(id) is called as each
     token is chosen, for streaming to the terminal. Generation ends early after a token in `stop`
     (an end-of-turn token, say), which is kept. Pass a `cache` that already holds the first
     cache[0].length ids of the prompt (a conversation so far) to run only the rest.
@@ -81,6 +93,8 @@ def generate(
         raise ValueError(f"generate: the cache holds {cache[0].length} tokens, the prompt only {len(ids)}")
     pending = ids[cache[0].length :]
     if context is not None and cache[0].length + len(pending) > context:
+        if len(ids) > context:
+            warnings.warn(beyond_context(len(ids), context), stacklevel=3)  # 3: past no_grad's wrapper
         cache[:] = model.new_cache()
         pending = ids[-context:]
     for _ in range(max_new_tokens):

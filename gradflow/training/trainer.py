@@ -178,19 +178,43 @@ def check_fresh(out_dir):
 
 
 def read_metrics(path):
-    """The records of a metrics.jsonl; a line cut short (a full disk, a kill) is dropped with a warning."""
+    """The records of a metrics.jsonl (none if there is no file: a checkpoint copied alone); a line cut short
+    (a full disk, a kill) or holding bytes that are not UTF-8 is dropped with a warning."""
+    if not Path(path).exists():
+        return []
     records = []
-    with open(path) as f:
+    with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = json.loads(line.decode("utf-8"))
+            except ValueError:  # UnicodeDecodeError is one
                 record = None
             if not isinstance(record, dict) or not isinstance(record.get("step"), int):
                 warnings.warn(f"{path}: line {number} is not a complete record; dropped", stacklevel=2)
                 continue
             records.append(record)
     return records
+
+
+def _record_problem(record, last_step):
+    """What is wrong with an evaluation's record read from a checkpoint (as evaluate() writes it), or None."""
+    step = record.get("step")
+    if not _is_int(step) or not 0 <= step <= last_step:
+        return f"has step {step!r}, not an integer in [0, {last_step}]"
+    numbers = ["train_loss", "val_loss"] + (["grad_norm", "clip_fraction"] if "blocks" in record else [])
+    for key in numbers:
+        if not _is_number(record.get(key)):
+            return f"has {key} {record.get(key)!r}, not a number"
+    blocks = record.get("blocks", {})
+    if not isinstance(blocks, dict) or not all(isinstance(b, dict) for b in blocks.values()):
+        return "has blocks that are not a dict of each block's measures"
+    if not all(_is_number(v) for b in blocks.values() for v in b.values()):
+        return "has a block's measure that is not a number"
+    return None
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def default_optimizer(model, config):
@@ -329,11 +353,15 @@ class Trainer:
             raise CheckpointError(f"checkpoint {ckpt.path}: step must be a non-negative integer, got {step!r}")
         if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
             raise CheckpointError(f"checkpoint {ckpt.path}: history must be a list of records")
+        for i, record in enumerate(history):
+            problem = _record_problem(record, step)
+            if problem:
+                raise CheckpointError(f"checkpoint {ckpt.path}: history[{i}] {problem}")
         ckpt.restore(self.model, self.optimizer, adapters=self.adapters_only)
         try:
             self.batch_rng.bit_generator.state = rng["batches"]
             set_rng_state(rng["gradflow"])
-        except (TypeError, KeyError, ValueError):
+        except (TypeError, KeyError, ValueError, OverflowError):  # a state out of its integers' range overflows
             raise CheckpointError(f"checkpoint {ckpt.path}: rng is not a pair of saved generator states") from None
         self.step, self.history, self.saved_step = step, history, step
         self._truncate_log(self.step)
