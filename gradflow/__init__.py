@@ -12,6 +12,8 @@ engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast
 only one that imports gradflow.models). Start reading at engine/autograd.py.
 """
 
+from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ...
+
 from gradflow import fast, nn, optim
 from gradflow.engine import autograd, kernels, ops
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
@@ -21,6 +23,7 @@ from gradflow.engine.creation import (
     from_numpy,
     full,
     full_like,
+    linspace,
     multinomial,
     ones,
     ones_like,
@@ -29,23 +32,60 @@ from gradflow.engine.creation import (
     randint,
     randn,
     randn_like,
+    randperm,
     tensor,
     zeros,
     zeros_like,
 )
 from gradflow.engine.dtype import bool_, float32, float64, get_default_dtype, int32, int64, set_default_dtype
 from gradflow.engine.functions import (
+    abs,
     argmax,
     argmin,
     cat,
+    clamp,
+    clip,
+    cos,
+    cumsum,
+    einsum,
+    exp,
+    flatten,
+    flip,
+    gather,
+    inference_mode,
+    log,
+    log_softmax,
+    logsumexp,
+    max,
     maximum,
+    mean,
+    min,
     minimum,
+    neg,
     numel,
+    permute,
+    pow,
+    relu,
+    reshape,
+    roll,
+    rsqrt,
+    scatter_add,
+    sigmoid,
+    sin,
+    softmax,
+    sort,
     split,
+    sqrt,
+    squeeze,
     stack,
+    sum,
+    tanh,
     topk,
+    transpose,
     tril,
     triu,
+    unsqueeze,
+    var,
     where,
 )
 from gradflow.engine.gradcheck import GradcheckError, gradcheck, numerical_grad
@@ -78,4 +118,9 @@ __all__ = [
     "profile", "rand", "rand_like", "randint", "randn", "randn_like", "save", "set_default_dtype",
     "set_rng_state", "split", "stack", "Tensor", "tensor", "topk", "tril", "triu", "use_kernels",
     "warn_grad_accumulation", "where", "zeros", "zeros_like",
+    # PyTorch's functions of tensors (torch.tanh(x) is x.tanh()), factories and constants
+    "abs", "clamp", "clip", "cos", "cumsum", "e", "einsum", "exp", "flatten", "flip", "gather", "inf",
+    "inference_mode", "linspace", "log", "log_softmax", "logsumexp", "max", "mean", "min", "nan", "neg",
+    "permute", "pi", "pow", "randperm", "relu", "reshape", "roll", "rsqrt", "scatter_add", "sigmoid", "sin",
+    "softmax", "sort", "sqrt", "squeeze", "sum", "tanh", "transpose", "unsqueeze", "var",
 ]  # fmt: skip

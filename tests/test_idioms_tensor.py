@@ -141,12 +141,89 @@ IDIOMS = [
     ("masked_assignment(y)",                      "masked_assignment(y)"),
     ("row_assignment(y)",                         "row_assignment(y)"),
     ("augmented_assignments(y)",                  "augmented_assignments(y)"),
+    # elementwise functions, running sums, sorting, picking along an axis
+    ("x.sin()",                                   "x.sin()"),
+    ("x.cos() * x",                               "x.cos() * x"),
+    ("x.pow(2)",                                  "x.pow(2)"),
+    ("x.abs().pow(x)",                            "x.abs().pow(x)"),
+    ("x.cumsum(dim=1)",                           "x.cumsum(dim=1)"),
+    ("x.cumsum(-1)",                              "x.cumsum(-1)"),
+    ("(x > 0).long().cumsum(2)",                  "(x > 0).long().cumsum(2)"),
+    ("x.sort()",                                  "x.sort()"),
+    ("x.sort(dim=1, descending=True)",            "x.sort(dim=1, descending=True)"),
+    ("x.sort(0).values",                          "x.sort(0).values"),
+    ("x.gather(2, gf.tensor(GATHER_INDEX))",      "x.gather(2, torch.tensor(GATHER_INDEX))"),
+    ("x.gather(1, gf.zeros(2, 1, 4, dtype=gf.long))", "x.gather(1, torch.zeros(2, 1, 4, dtype=torch.long))"),
+    ("x.scatter_add(2, gf.tensor(GATHER_INDEX), 2 * x[..., :2])",
+     "x.scatter_add(2, torch.tensor(GATHER_INDEX), 2 * x[..., :2])"),
+    ("gf.zeros(2, 3, 5, dtype=gf.double).scatter_add(-1, gf.tensor(GATHER_INDEX), x[..., 1:3])",
+     "torch.zeros(2, 3, 5, dtype=torch.double).scatter_add(-1, torch.tensor(GATHER_INDEX), x[..., 1:3])"),
+    ("x.flip(0)",                                 "x.flip(0)"),
+    ("x.flip(dims=(1, 2))",                       "x.flip(dims=(1, 2))"),
+    ("x.roll(1, 2)",                              "x.roll(1, 2)"),
+    ("x.roll(shifts=(1, -2), dims=(0, 2))",       "x.roll(shifts=(1, -2), dims=(0, 2))"),
+    ("x.roll(5)",                                 "x.roll(5)"),
+    ("x.nelement()",                              "x.nelement()"),
+    ("gf.einsum('bij,bjk->bik', x, x.transpose(1, 2))", "torch.einsum('bij,bjk->bik', x, x.transpose(1, 2))"),
+    ("gf.einsum('ij,j->i', x[0], x[1, 0])",       "torch.einsum('ij,j->i', x[0], x[1, 0])"),
+    ("gf.einsum('bqd,bkd->bqk', x, 2 * x)",       "torch.einsum('bqd,bkd->bqk', x, 2 * x)"),
+    ("gf.einsum('ijk->', x)",                     "torch.einsum('ijk->', x)"),
+    ("gf.einsum('ij,kj', x[0], x[1])",            "torch.einsum('ij,kj', x[0], x[1])"),
+    # PyTorch's free functions: torch.X(x, ...) is x.X(...)
+    ("gf.sin(x) + gf.cos(x)",                     "torch.sin(x) + torch.cos(x)"),
+    ("gf.tanh(x) * gf.sigmoid(x)",                "torch.tanh(x) * torch.sigmoid(x)"),
+    ("gf.exp(x) + gf.relu(x) + gf.neg(x)",        "torch.exp(x) + torch.relu(x) + torch.neg(x)"),
+    ("gf.log(gf.abs(x)) + gf.sqrt(x.abs())",      "torch.log(torch.abs(x)) + torch.sqrt(x.abs())"),
+    ("gf.rsqrt(x * x + 1)",                       "torch.rsqrt(x * x + 1)"),
+    ("gf.pow(x, 3)",                              "torch.pow(x, 3)"),
+    ("gf.pow(2, x)",                              "torch.pow(2, x)"),
+    ("gf.sum(x)",                                 "torch.sum(x)"),
+    ("gf.sum(x, dim=1)",                          "torch.sum(x, dim=1)"),
+    ("gf.mean(x, -1, keepdim=True)",              "torch.mean(x, -1, keepdim=True)"),
+    ("gf.var(x, dim=0)",                          "torch.var(x, dim=0)"),
+    ("gf.max(x)",                                 "torch.max(x)"),
+    ("gf.max(x, dim=1)",                          "torch.max(x, dim=1)"),
+    ("gf.max(x, x.flip(0))",                      "torch.max(x, x.flip(0))"),
+    ("gf.min(x, dim=-1, keepdim=True)",           "torch.min(x, dim=-1, keepdim=True)"),
+    ("gf.logsumexp(x, dim=2)",                    "torch.logsumexp(x, dim=2)"),
+    ("gf.softmax(x, dim=-1)",                     "torch.softmax(x, dim=-1)"),
+    ("gf.log_softmax(x, 1)",                      "torch.log_softmax(x, 1)"),
+    ("gf.cumsum(x, 0)",                           "torch.cumsum(x, 0)"),
+    ("gf.sort(x, 1, descending=True)",            "torch.sort(x, 1, descending=True)"),
+    ("gf.gather(x, 2, gf.tensor(GATHER_INDEX))",  "torch.gather(x, 2, torch.tensor(GATHER_INDEX))"),
+    ("gf.flip(x, [0, 2])",                        "torch.flip(x, [0, 2])"),
+    ("gf.roll(x, 2, 1)",                          "torch.roll(x, 2, 1)"),
+    ("gf.clamp(x, -0.5, 0.5)",                    "torch.clamp(x, -0.5, 0.5)"),
+    ("gf.clip(x, min=0.0)",                       "torch.clip(x, min=0.0)"),
+    ("gf.reshape(x, (6, 4))",                     "torch.reshape(x, (6, 4))"),
+    ("gf.transpose(x, 0, 1)",                     "torch.transpose(x, 0, 1)"),
+    ("gf.permute(x, (2, 0, 1))",                  "torch.permute(x, (2, 0, 1))"),
+    ("gf.squeeze(x[:, :1], 1)",                   "torch.squeeze(x[:, :1], 1)"),
+    ("gf.unsqueeze(x, 0)",                        "torch.unsqueeze(x, 0)"),
+    ("gf.flatten(x, 1)",                          "torch.flatten(x, 1)"),
+    # factories and constants
+    ("gf.linspace(0, 1, 7)",                      "torch.linspace(0, 1, 7)"),
+    ("gf.linspace(-3.3, 2.9, 100)",               "torch.linspace(-3.3, 2.9, 100)"),
+    ("gf.linspace(2, -7, 1000, dtype=gf.float64)", "torch.linspace(2, -7, 1000, dtype=torch.float64)"),
+    ("gf.linspace(0, 1, 1)",                      "torch.linspace(0, 1, 1)"),
+    ("x * gf.linspace(-1, 2, 4, dtype=gf.double)", "x * torch.linspace(-1, 2, 4, dtype=torch.double)"),
+    ("gf.pi * x + gf.e",                          "torch.pi * x + torch.e"),
+    ("x.masked_fill(x > 1, -gf.inf).softmax(-1)", "x.masked_fill(x > 1, -torch.inf).softmax(-1)"),
+    # a 0-d tensor as an index and in a format string
+    ("list(range(30))[x.argmax()]",               "list(range(30))[x.argmax()]"),
+    ("range(24)[x.argmin()]",                     "range(24)[x.argmin()]"),
+    ("f'{x.sum():.4f} {x[0, 1, 2]:8.3e}'",        "f'{x.sum():.4f} {x[0, 1, 2]:8.3e}'"),
+    ("f'{x[1, 0, 3]}'",                           "f'{x[1, 0, 3]}'"),
+    ("f'{x.argmax():d}'",                         "f'{x.argmax():d}'"),
 ]  # fmt: skip
+
+# gather's and scatter_add's index into axis 2 (size 4) of x, with repeats: (2, 3, 2)
+GATHER_INDEX = [[[0, 3], [1, 1], [2, 0]], [[3, 3], [0, 1], [1, 2]]]
 
 
 def _call(code, lib, x):
     """Evaluate a row's call with x, y = a copy of x outside the graph, and lib's names in scope."""
-    names = {"gf": gf} if lib is gf else {"torch": torch}
+    names = {"gf": gf, "GATHER_INDEX": GATHER_INDEX} if lib is gf else {"torch": torch, "GATHER_INDEX": GATHER_INDEX}
     names |= {f.__name__: f for f in (masked_assignment, row_assignment, augmented_assignments)}
     return eval(code, names, {"x": x, "y": x.detach().clone()})
 

@@ -128,3 +128,31 @@ def multinomial(probs, num_samples, replacement=False):
         )
     draws = [generator().choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows]
     return Tensor(np.array(draws, dtype=np.int64).reshape(p.shape[:-1] + (num_samples,)))
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """`steps` evenly spaced values from start to end, both included, as PyTorch's linspace (in the
+    default float dtype unless dtype= says otherwise). gradflow computes on the CPU: device="cpu" only."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative integer, got {steps!r}")
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise ValueError(f"linspace: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
+    dtype = _float(dtype)
+    # PyTorch's numbers to the last bit: step in dtype, the first half counted up from start and the second
+    # half down from end, each value one rounding of start + i step (its fused multiply-add), which a wider
+    # float gives here (numpy's linspace rounds differently and differs from PyTorch's in the last bit)
+    first, last = dtype.type(start), dtype.type(end if steps > 1 else start)  # one step: [start]
+    step = (last - first) / dtype.type(steps - 1) if steps > 1 else dtype.type(0)
+    wide = np.float64 if dtype.itemsize < 8 else np.longdouble
+    i = np.arange(steps)
+    up, down = wide(first) + wide(step) * i, wide(last) - wide(step) * (steps - 1 - i)
+    return Tensor(np.where(i < steps // 2, up, down).astype(dtype), requires_grad)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    """The integers 0 .. n-1 in a random order drawn from gradflow's generator (int64), as PyTorch's randperm."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"randperm: n must be a non-negative integer, got {n!r}")
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise ValueError(f"randperm: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
+    return Tensor(generator().permutation(n), requires_grad, dtype=int64 if dtype is None else dtype)

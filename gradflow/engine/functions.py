@@ -1,16 +1,72 @@
-"""Functions of tensors: where, cat, stack, split, maximum, minimum, tril, triu, and the Tensor methods
-PyTorch also spells as functions (torch.topk(x, k) is x.topk(k)): topk, argmax, argmin, numel.
+"""Functions of tensors: where, cat, stack, split, maximum, minimum, tril, triu, einsum, and the Tensor
+methods PyTorch also spells as functions (torch.tanh(x) is x.tanh(), torch.topk(x, k) is x.topk(k)),
+and PyTorch's inference_mode (no_grad here).
 
 Where a function takes an axis, numpy's axis= and PyTorch's dim= are both accepted (not both at once).
 Each op runs as the Tensor methods run theirs, as kernel(op).apply(...) (see tensor.py).
 """
 
+import functools
+from collections import Counter
+
 import numpy as np
 
 from gradflow.engine import ops
+from gradflow.engine.autograd import no_grad
 from gradflow.engine.checks import broadcast_shape, normalize_axis, spelling
 from gradflow.engine.kernels import kernel
 from gradflow.engine.tensor import Tensor, _binary, _lift, as_tensor
+
+
+def _method_as_function(name):
+    """The Tensor method `name` as a function of the tensor first: gf.tanh(x) is x.tanh(), gf.sum(x, dim=1)
+    is x.sum(dim=1), as PyTorch spells them both ways."""
+    method = getattr(Tensor, name)
+
+    @functools.wraps(method)
+    def function(input, *args, **kwargs):
+        return getattr(as_tensor(input), name)(*args, **kwargs)
+
+    function.__qualname__ = name
+    return function
+
+
+# the Tensor methods PyTorch programs call as torch.X(x, ...)
+(
+    abs, clamp, clip, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp, mean, neg,
+    permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort, sqrt, squeeze, sum,
+    tanh, transpose, unsqueeze, var,
+) = map(_method_as_function, """
+    abs clamp clip cos cumsum exp flatten flip gather log log_softmax logsumexp mean neg
+    permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort sqrt squeeze sum
+    tanh transpose unsqueeze var""".split())  # fmt: skip
+
+
+def max(input, *args, **kwargs):
+    """x.max(...) (see Tensor.max); with a tensor second, the elementwise maximum, as torch.max(a, b)."""
+    if args and isinstance(args[0], Tensor):
+        return maximum(input, *args)
+    return as_tensor(input).max(*args, **kwargs)
+
+
+def min(input, *args, **kwargs):
+    """x.min(...) (see Tensor.min); with a tensor second, the elementwise minimum, as torch.min(a, b)."""
+    if args and isinstance(args[0], Tensor):
+        return minimum(input, *args)
+    return as_tensor(input).min(*args, **kwargs)
+
+
+def pow(input, exponent):
+    """input ** exponent; either may be a number (torch.pow(2, x) is 2 ** x)."""
+    return _binary(ops.Pow, input, exponent)
+
+
+class inference_mode(no_grad):
+    """PyTorch's inference_mode: here it is no_grad (nothing is recorded), as a context and a decorator."""
+
+    def __init__(self, mode=True):
+        if not mode:
+            raise ValueError("inference_mode: mode=False is not supported (gradflow's inference_mode is no_grad)")
 
 
 def where(cond, a, b):
@@ -105,3 +161,37 @@ def triu(x, k=0):
     """x with the elements below the k-th diagonal set to 0 (keeps j >= i + k in the last two axes)."""
     x = as_tensor(x)
     return _triangle("triu", x, ~np.tri(*x.shape[-2:], k=k - 1, dtype=bool))
+
+
+def einsum(equation, *operands):
+    """The sum of products that `equation` names, as PyTorch's and numpy's einsum: "bij,bjk->bik" is a
+    batched matrix product, "ij,j->i" a matrix times a vector, "bhqd,bhkd->bhqk" attention's scores.
+
+    One letter per axis; without "->" the output takes the letters that appear once, in alphabetical
+    order. Letters only (no "..."), none repeated within one operand (no diagonals or traces).
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]  # torch.einsum("ij,jk", [a, b])
+    operands = [as_tensor(x) for x in operands]
+    spec = equation.replace(" ", "")
+    if "..." in spec:
+        raise ValueError(f"einsum: {equation!r}: '...' is not supported; name every axis with a letter")
+    inputs, arrow, output = spec.partition("->")
+    inputs = inputs.split(",")
+    counts = Counter("".join(inputs))
+    if not arrow:
+        output = "".join(sorted(c for c, n in counts.items() if n == 1))
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(inputs)} operand(s), {len(operands)} given")
+    sizes = {}
+    for k, (letters, x) in enumerate(zip(inputs, operands)):
+        if not letters.isalpha() and letters or len(letters) != x.ndim:
+            raise ValueError(f"einsum: {equation!r}: operand {k} of shape {x.shape} is given letters {letters!r}")
+        if len(set(letters)) != len(letters):
+            raise ValueError(f"einsum: {equation!r}: a letter repeats in operand {k} (diagonals are not supported)")
+        for c, n in zip(letters, x.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: {equation!r}: letter {c!r} has size {sizes[c]} and {n}")
+    if len(set(output)) != len(output) or not set(output) <= set(counts):
+        raise ValueError(f"einsum: {equation!r}: output {output!r} must name input letters, each once")
+    return kernel(ops.Einsum).apply(*operands, letters=tuple(inputs), output=output)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from gradflow.engine import autograd, ops
-from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, shape_arg
+from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, shape_arg, spelling
 from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_float
 from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
@@ -94,6 +94,27 @@ def _index_arg(index):
         else:
             out.append(i)
     return tuple(out)
+
+
+def _scatter_index(op, index, axis, shape, src_shape=None):
+    """gather's and scatter_add's index as an int64 array: as many axes as x, no longer than x off `axis`
+    (and than src on every axis, for scatter_add), every position within axis."""
+    index = np.asarray(index._data if isinstance(index, Tensor) else index)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must hold integers, got {index.dtype}")
+    bounds = [(shape, {axis})] + ([(src_shape, set())] if src_shape is not None else [])
+    if index.ndim != len(shape) or any(
+        len(s) != index.ndim or any(n > m for a, (n, m) in enumerate(zip(index.shape, s)) if a not in free)
+        for s, free in bounds
+    ):
+        against = f"x {shape}" + (f" and src {src_shape}" if src_shape is not None else "")
+        raise ValueError(f"{op}: index of shape {index.shape} does not fit {against} along axis {axis}")
+    if index.size and not (index.min() >= 0 and index.max() < shape[axis]):
+        raise IndexError(
+            f"{op}: index holds {index.min() if index.min() < 0 else index.max()}, "
+            f"out of range for axis {axis} of size {shape[axis]}"
+        )
+    return index.astype(np.int64)
 
 
 class Tensor(PyTorchNames, InPlace, SavedMemory):
@@ -343,6 +364,12 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def tanh(self):
         return kernel(ops.Tanh).apply(self)
 
+    def sin(self):
+        return kernel(ops.Sin).apply(self)
+
+    def cos(self):
+        return kernel(ops.Cos).apply(self)
+
     def sigmoid(self):
         return kernel(ops.Sigmoid).apply(self)
 
@@ -409,6 +436,13 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     @pytorch_keywords
     def logsumexp(self, axis=None, keepdims=False):
         return self._reduce("logsumexp", ops.LogSumExp, axis, keepdims)
+
+    @pytorch_keywords
+    def cumsum(self, axis=None):
+        """y_i = x_0 + ... + x_i along axis (required, as in PyTorch: x.cumsum(0), x.cumsum(dim=1))."""
+        if axis is None:
+            raise TypeError("cumsum: give the axis to sum along, e.g. x.cumsum(dim=0)")
+        return kernel(ops.Cumsum).apply(self, axis=normalize_axis("cumsum", axis, self.shape))
 
     @pytorch_keywords
     def softmax(self, axis=-1):
@@ -505,6 +539,30 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: axis {i} has size {n}, not 1")
         return kernel(ops.Expand).apply(self, shape=shape)
 
+    def flip(self, *axes, dims=None):
+        """The elements in reverse order along each of the axes: x.flip(0), x.flip((0, 1)), x.flip(dims=[1])."""
+        if not axes and dims is None:
+            raise TypeError("flip: give the axes to reverse, e.g. x.flip(0) or x.flip(dims=[0, 1])")
+        axes = axes or (dims,)
+        axes = tuple(normalize_axis("flip", a, self.shape) for a in shape_arg(axes, "flip"))
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"flip: axis repeated in {axes}")
+        return kernel(ops.Flip).apply(self, axes=axes)
+
+    def roll(self, shifts, axis=None, *, dims=None):
+        """Shift the elements by `shifts` places along axis, those that fall off the end coming back at the
+        start; shifts and axis may be tuples of the same length; without axis, over the flattened tensor
+        (PyTorch's roll, whose dims= is axis= here)."""
+        axis = spelling("roll", "axis", axis, "dims", dims, None)
+        if axis is None:
+            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+        shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        if len(shifts) != len(axes):
+            raise ValueError(f"roll: {len(shifts)} shifts {shifts} for {len(axes)} axes {axes}")
+        axes = tuple(normalize_axis("roll", a, self.shape) for a in axes)
+        return kernel(ops.Roll).apply(self, shifts=tuple(int(s) for s in shifts), axes=axes)
+
     def __getitem__(self, index):
         return kernel(ops.Index).apply(self, index=_index_arg(index))
 
@@ -516,6 +574,21 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
         return kernel(ops.MaskedFill).apply(self, mask=check_mask("masked_fill", mask, value, self.shape), value=value)
+
+    def gather(self, axis, index):
+        """y[i, j, k] = x[i, index[i, j, k], k] for axis 1: picks along axis at the positions index holds;
+        y has index's shape (PyTorch's gather; index an integer tensor with x's number of axes)."""
+        axis = normalize_axis("gather", axis, self.shape)
+        index = _scatter_index("gather", index, axis, self.shape)
+        return kernel(ops.Gather).apply(self, index=index, axis=axis)
+
+    def scatter_add(self, axis, index, src):
+        """A copy of x with src[i, j, k] added at x[i, index[i, j, k], k] for axis 1, places named twice
+        getting both (PyTorch's scatter_add, out of place)."""
+        axis = normalize_axis("scatter_add", axis, self.shape)
+        src = _lift(src, self)
+        index = _scatter_index("scatter_add", index, axis, self.shape, src.shape)
+        return kernel(ops.ScatterAdd).apply(self, src, index=index, axis=axis)
 
     # --- dtype ----------------------------------------------------------------------------------
 

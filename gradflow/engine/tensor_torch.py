@@ -267,6 +267,37 @@ class PyTorchNames:
         indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
         return ValuesIndices(_gather(self, axis, indices), self._constant(indices))
 
+    def sort(self, axis=None, descending=False, stable=False, *, dim=None):
+        """(values, indices): the elements along axis (the last by default) in increasing order (decreasing
+        with descending=True), as PyTorch's sort; ties keep their index order (stable= is accepted).
+
+        values = x.gather(axis, indices), so the gradient flows back through the gather to each element.
+        """
+        axis = normalize_axis("sort", spelling("sort", "axis", axis, "dim", dim, -1), self.shape)
+        indices = np.argsort(-self._data if descending else self._data, axis=axis, kind="stable").astype(np.int64)
+        return ValuesIndices(self.gather(axis, indices), self._constant(indices))
+
+    def pow(self, exponent):
+        """self ** exponent (PyTorch's name for the operator)."""
+        return self**exponent
+
+    def nelement(self):
+        """The number of elements (PyTorch's other name for numel)."""
+        return self.numel()
+
+    def __index__(self):
+        """A one-element integer tensor used where Python wants an index: range(n)[t], lst[t]."""
+        if self._data.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self._data.item())
+
+    def __format__(self, spec):
+        """A 0-d tensor formats as its number, f"{loss:.4f}"; any other tensor takes no format spec,
+        as in PyTorch (f"{x}" is str(x))."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     # --- dtype ----------------------------------------------------------------------------------
     # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
 

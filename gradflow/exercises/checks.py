@@ -245,6 +245,7 @@ class TinyGPT(Module):
         super().__init__()
         f64 = np.float64
         self.wte = Embedding(vocab, d, dtype=f64)
+        self.wte.weight.data = self.wte.weight.data * 0.02  # GPT-2's N(0, 0.02^2) from Embedding's N(0, 1) draw
         self.wpe = LearnedPositionalEncoding(context, d, dtype=f64)
         self.block = TransformerBlock(d, heads, 2 * d, ffn="gelu", norm="layer", dtype=f64)
         self.ln_f = LayerNorm(d, dtype=f64)

@@ -16,7 +16,7 @@ from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
 from gradflow.nn.kv_cache import KVCache
-from gradflow.nn.layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm
+from gradflow.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Linear, RMSNorm
 from gradflow.nn.lora import LoRALinear
 from gradflow.nn.losses import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from gradflow.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
@@ -28,7 +28,7 @@ from gradflow.nn.positional import (
 )
 
 __all__ = [
-    "GELU", "MLP", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Identity", "KVCache",
+    "GELU", "MLP", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "KVCache",
     "L1Loss", "LayerNorm", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module",
     "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding",
     "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",

@@ -277,8 +277,9 @@ def dropout(x, p=0.5, training=True, inplace=False):
     return x * Tensor._make(keep.astype(x.dtype) / x.dtype.type(1 - p), False, None)
 
 
-def embedding(ids, weight):
-    """Row lookup: out[..., :] = weight[ids[...], :];  the gradient of a row sums over its uses."""
+def embedding(ids, weight, padding_idx=None):
+    """Row lookup: out[..., :] = weight[ids[...], :];  the gradient of a row sums over its uses.
+    padding_idx names a row that is looked up but gets no gradient (PyTorch's padding row)."""
     weight = as_tensor(weight)
     ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
@@ -286,7 +287,41 @@ def embedding(ids, weight):
     bad = ids[(ids < 0) | (ids >= weight.shape[0])]
     if bad.size:
         raise IndexError(f"embedding: id {bad[0]} is out of range for a vocabulary of {weight.shape[0]}")
-    return kernel(ops.Embedding).apply(weight, ids=ids)
+    rows = kernel(ops.Embedding).apply(weight, ids=ids)
+    if padding_idx is None:
+        return rows
+    padding = (ids == padding_idx % weight.shape[0])[..., None]
+    return where(padding, weight.detach()[padding_idx], rows)  # the same values, no path back to the row
+
+
+def one_hot(tensor, num_classes=-1):
+    """out[..., c] = 1 where tensor[...] == c, else 0: int64, one more axis of num_classes (-1: the
+    largest id + 1), outside the graph, as PyTorch's one_hot."""
+    ids = np.asarray(tensor._data if isinstance(tensor, Tensor) else tensor)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: the ids must be integers, got {ids.dtype}")
+    if num_classes == -1:
+        num_classes = int(ids.max()) + 1 if ids.size else 0
+    bad = ids[(ids < 0) | (ids >= num_classes)]
+    if bad.size:
+        raise ValueError(f"one_hot: id {bad[0]} is out of range for num_classes {num_classes}")
+    return Tensor._constant((ids[..., None] == np.arange(num_classes)).astype(np.int64))
+
+
+def pad(input, pad, mode="constant", value=None):
+    """input with `value` (0 unless given) added around it, as PyTorch's F.pad: pad lists (before, after)
+    widths from the LAST axis backwards, (left, right) of the last axis, then (top, bottom) of the one
+    before, ...;  the gradient is the part of g where input sits."""
+    x = as_tensor(input)
+    if mode != "constant":
+        raise ValueError(f"pad: mode {mode!r} is not supported, only 'constant'")
+    if len(pad) % 2 or len(pad) // 2 > x.ndim or any(int(w) != w or w < 0 for w in pad):
+        raise ValueError(
+            f"pad: pad {tuple(pad)} must be pairs of non-negative widths, at most one pair per axis of shape {x.shape}"
+        )
+    pairs = [(int(pad[i]), int(pad[i + 1])) for i in range(0, len(pad), 2)][::-1]  # first axis first
+    widths = ((0, 0),) * (x.ndim - len(pairs)) + tuple(pairs)
+    return kernel(ops.Pad).apply(x, widths=widths, value=0 if value is None else value)
 
 
 def _attention_shapes(q, k, v):

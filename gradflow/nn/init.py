@@ -3,12 +3,20 @@
 GPT-2 and Llama draw every Linear and Embedding weight from N(0, 0.02^2) with zero biases, and
 GPT-2 shrinks the projections that write into the residual stream to std 0.02 / sqrt(2 n_layer),
 so that the sum of 2 n_layer residual updates keeps a variance of order one. Linear's own default
-is PyTorch's: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+is PyTorch's: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias; Embedding's is N(0, 1).
+
+Xavier (Glorot and Bengio, "Understanding the difficulty of training deep feedforward neural networks")
+keeps the variance of both the activations and the gradients: Var(w) = gain^2 2 / (fan_in + fan_out).
+Kaiming (He et al., "Delving deep into rectifiers") keeps one of them through ReLU layers, which halve
+the variance: Var(w) = gain^2 / fan, gain^2 = 2 for ReLU. A uniform U(-a, a) has variance a^2 / 3, so
+its bound is a = sqrt(3) std. fan_in and fan_out are PyTorch's: a weight (out, in, *kernel) has
+fan_in = in * prod(kernel) and fan_out = out * prod(kernel).
 
 Inside `with meta():` parameters have their shapes but no memory (a zero-strided view of one
 number), so a 500M-parameter configuration can be built and counted on any laptop.
 """
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -64,3 +72,59 @@ def ones_(p):
     if not _meta:
         p.data = np.ones(p.shape, p.dtype)
     return p
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The factor that keeps a layer's output variance for this nonlinearity, as PyTorch's: 1 for linear
+    and sigmoid, 5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope 0.01
+    unless param gives it), 3/4 for selu."""
+    gains = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5 / 3, "relu": math.sqrt(2.0), "selu": 0.75}
+    gains |= dict.fromkeys(("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"), 1.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope**2))
+    if nonlinearity not in gains:
+        raise ValueError(
+            f"calculate_gain: unknown nonlinearity {nonlinearity!r} (one of {', '.join(gains)}, leaky_relu)"
+        )
+    return gains[nonlinearity]
+
+
+def fans(p):
+    """(fan_in, fan_out) of a weight of shape (out, in, *kernel): in and out times the kernel's size."""
+    if p.ndim < 2:
+        raise ValueError(f"init: fan in and fan out need a weight of at least 2 dimensions, got shape {p.shape}")
+    kernel = math.prod(p.shape[2:])
+    return p.shape[1] * kernel, p.shape[0] * kernel
+
+
+def xavier_uniform_(p, gain=1.0):
+    """p ~ U(-a, a), a = gain sqrt(6 / (fan_in + fan_out)): std gain sqrt(2 / (fan_in + fan_out)), in place."""
+    fan_in, fan_out = fans(p)
+    bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
+    return uniform_(p, -bound, bound)
+
+
+def xavier_normal_(p, gain=1.0):
+    """p ~ N(0, std^2), std = gain sqrt(2 / (fan_in + fan_out)), in place."""
+    fan_in, fan_out = fans(p)
+    return normal_(p, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def _kaiming_std(p, a, mode, nonlinearity):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"kaiming: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = fans(p)
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
+
+
+def kaiming_uniform_(p, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    """p ~ U(-b, b), b = sqrt(3) gain / sqrt(fan): std gain / sqrt(fan), fan = fan_in (or fan_out), in place;
+    PyTorch's defaults (leaky_relu with slope a = 0 has the gain sqrt(2) of relu)."""
+    bound = math.sqrt(3.0) * _kaiming_std(p, a, mode, nonlinearity)
+    return uniform_(p, -bound, bound)
+
+
+def kaiming_normal_(p, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    """p ~ N(0, std^2), std = gain / sqrt(fan), in place (see kaiming_uniform_)."""
+    return normal_(p, 0.0, _kaiming_std(p, a, mode, nonlinearity))

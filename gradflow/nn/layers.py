@@ -1,4 +1,4 @@
-"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout.
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, Flatten.
 
 Read after engine/ops/norm.py and before nn/attention.py (README.md gives the reading order).
 """
@@ -30,18 +30,26 @@ class Linear(Module):
 
 
 class Embedding(Module):
-    """out[..., :] = W[ids[...], :], W: (num_embeddings, embedding_dim), initialised N(0, 0.02^2)."""
+    """out[..., :] = W[ids[...], :], W: (num_embeddings, embedding_dim), initialised N(0, 1) as PyTorch's
+    (GPT-2 and Llama re-initialise theirs to N(0, 0.02^2)). The row padding_idx, if given, starts at
+    zero and gets no gradient, so a padding token stays a zero vector (PyTorch's padding_idx)."""
 
-    def __init__(self, num_embeddings, embedding_dim, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
         super().__init__()
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} embeddings")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = init.normal_(init.parameter(num_embeddings, embedding_dim, dtype=dtype), std=0.02)
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        self.weight = init.normal_(init.parameter(num_embeddings, embedding_dim, dtype=dtype))
+        if self.padding_idx is not None and self.weight.data.flags.writeable:  # (inside init.meta(): no memory)
+            self.weight.data[self.padding_idx] = 0
 
     def forward(self, ids):
-        return F.embedding(ids, self.weight)
+        return F.embedding(ids, self.weight, self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
 
 
 class LayerNorm(Module):
@@ -93,3 +101,17 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class Flatten(Module):
+    """x.flatten(start_dim, end_dim): by default every axis after the batch axis merged into one."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradflow.engine.functions import cat, maximum, minimum, split, stack, tril, triu, where
+from gradflow.engine.functions import cat, einsum, maximum, minimum, split, stack, tril, triu, where
 from gradflow.engine.ops.shape import Cast
 from gradflow.engine.rng import manual_seed
 from gradflow.engine.tensor import Tensor
@@ -58,6 +58,7 @@ FILL_MASK = _rng.random((3, 4)) < 0.4
 ANGLES = np.arange(3)[:, None] * 10.0 ** -np.arange(2)  # (T=3, d/2=2): m theta_i for RoPE
 COS, SIN = np.cos(ANGLES), np.sin(ANGLES)
 WHERE_COND = _rng.random((3, 4)) < 0.5
+GATHER_INDEX = np.array([[0, 2, 2], [3, 0, 1], [1, 1, 1]])  # (3, 3) into axis 1 of (3, 4): repeats add up
 
 
 def _dropout(x):
@@ -101,6 +102,8 @@ CASES = [
     *_cases("relu", lambda x: x.relu(), *UNARY_SHAPES),
     *_cases("gelu", lambda x: x.gelu(), *UNARY_SHAPES),
     *_cases("silu", lambda x: x.silu(), *UNARY_SHAPES),
+    *_cases("sin", lambda x: x.sin(), *UNARY_SHAPES),
+    *_cases("cos", lambda x: x.cos(), *UNARY_SHAPES),
     *_cases("exp", lambda x: x.exp(), ((4, 3),), transposed=True),
     *_cases("maximum", lambda a, b: a.maximum(b), *BINARY_SHAPES),
     *_cases("minimum", lambda a, b: minimum(a, b), *BINARY_SHAPES),
@@ -119,6 +122,9 @@ CASES = [
             *_cases(f"{name} axis=1", lambda x, n=name: getattr(x, n)(axis=1), ((4, 3),), transposed=True),
         ]
     ],
+    *_cases("cumsum", lambda x: x.cumsum(0), ((4,),), ((3, 4),)),
+    *_cases("cumsum dim=-1", lambda x: x.cumsum(dim=-1), ((2, 3, 4),)),
+    *_cases("cumsum", lambda x: x.cumsum(1), ((4, 3),), transposed=True),
     *_cases("softmax", lambda x: x.softmax(), ((3, 5),), ((2, 3, 4),), ((4,),)),
     *_cases("softmax axis=0", lambda x: x.softmax(axis=0), ((3, 5),)),
     *_cases("softmax", lambda x: x.softmax(), ((4, 3),), transposed=True),
@@ -137,6 +143,20 @@ CASES = [
     *_cases("unsqueeze", lambda x: x.unsqueeze(-1), ((3, 4),), ((),)),
     *_cases("expand", lambda x: x.expand(2, 3, 4), ((3, 1),), ((4,),)),
     *_cases("expand -1", lambda x: x.expand(-1, 5), ((3, 1),)),
+    *_cases("flip", lambda x: x.flip(0), ((4,),), ((3, 4),)),
+    *_cases("flip dims", lambda x: x.flip(dims=(0, 2)), ((2, 3, 4),)),
+    *_cases("roll", lambda x: x.roll(1, 0), ((3, 4),)),
+    *_cases("roll dims", lambda x: x.roll((2, -1), dims=(1, 2)), ((2, 3, 4),)),
+    *_cases("roll flattened", lambda x: x.roll(5), ((3, 4),)),
+    *_cases("F.pad", lambda x: F.pad(x, (1, 2)), ((3, 4),)),
+    *_cases("F.pad two axes value", lambda x: F.pad(x, (0, 1, 2, 0), value=-1.0), ((2, 3, 4),)),
+    *_cases("einsum", lambda a, b: einsum("bij,bjk->bik", a, b), ((2, 3, 4), (2, 4, 5))),
+    *_cases("einsum", lambda a, b: einsum("ij,j->i", a, b), ((3, 4), (4,))),
+    *_cases("einsum", lambda a, b: einsum("bhqd,bhkd->bhqk", a, b), ((2, 2, 3, 4), (2, 2, 5, 4))),
+    *_cases("einsum implicit", lambda a, b: einsum("ij,kj", a, b), ((3, 4), (5, 4))),
+    *_cases("einsum summed alone", lambda a: einsum("ijk->ki", a), ((2, 3, 4),)),
+    *_cases("einsum three operands", lambda a, b, c: einsum("ij,jk,k->i", a, b, c), ((2, 3), (3, 4), (4,))),
+    *_cases("einsum", lambda a, b: einsum("ij,jk->ik", a, b), ((3, 4), (4, 2)), transposed=True),
     # PyTorch's Tensor methods and spellings (dim=, keepdim=)
     *_cases("clone", lambda x: x.clone(), ((3, 4),), ((),)),
     *_cases("contiguous", lambda x: x.contiguous(), ((4, 3),), transposed=True),
@@ -157,6 +177,9 @@ CASES = [
     *_cases("sum dim keepdim", lambda x: x.sum(dim=(0, 2), keepdim=True), ((2, 3, 4),)),
     *_cases("var dim (unbiased)", lambda x: x.var(dim=1), ((3, 4),)),
     *_cases("clamp", lambda x: x.clamp(-0.5, 0.8), ((3, 4),)),
+    *_cases("pow method", lambda x: x.pow(3) + x.pow(x), ((3, 4),), positive=True),
+    *_cases("sort", lambda x: x.sort().values, ((3, 5),)),
+    *_cases("sort descending dim=0", lambda x: x.sort(dim=0, descending=True)[0], ((4, 3),)),
     *_cases("double", lambda x: x.double().type_as(x) * x, ((3, 4),)),  # the float32 run casts there and back
     *_cases("to", lambda x: x.to(np.float64).to(x.dtype) * x, ((3, 4),)),
     *_cases("type_as", lambda x: x.to("cpu", np.float64).type_as(x) * x, ((3, 4),)),
@@ -173,6 +196,11 @@ CASES = [
     *_cases("index pairs", lambda x: x[[0, 2, 0], [1, 1, 1]], ((3, 4),)),
     *_cases("index bool mask", lambda x: x[FILL_MASK], ((3, 4),)),
     *_cases("index slice", lambda x: x[:, 1], ((3, 4),), transposed=True),
+    *_cases("gather", lambda x: x.gather(1, GATHER_INDEX), ((3, 4),)),
+    *_cases("gather dim=0", lambda x: x.gather(0, GATHER_INDEX[:2].T), ((4, 2),)),
+    *_cases("scatter_add", lambda x, s: x.scatter_add(1, GATHER_INDEX, s), ((3, 4), (3, 3))),
+    *_cases("scatter_add src larger", lambda x, s: x.scatter_add(0, GATHER_INDEX[:2], s), ((4, 3), (3, 4))),
+    *_cases("gather", lambda x: x.gather(1, GATHER_INDEX), ((3, 4),), transposed=True),
     *_cases("masked_fill", lambda x: x.masked_fill(FILL_MASK, -1.5), ((3, 4),)),
     *_cases("masked_fill broadcast", lambda x: x.masked_fill(FILL_MASK[0], 0.0), ((2, 3, 4),)),
     *_cases("where", lambda a, b: where(WHERE_COND, a, b), ((3, 4), (3, 4)), ((1, 4), (3, 1))),
@@ -227,6 +255,9 @@ CASES = [
     *_cases("F.silu", lambda x: F.silu(x), ((3, 4),)),
     *_cases("dropout", _dropout, ((4, 5),)),
     *_cases("embedding", lambda w: F.embedding(IDS, w), ((5, 3),)),
+    *_cases(  # the padding row gets no gradient by design: its places are zeroed for finite differences to agree
+        "embedding padding_idx", lambda w: F.embedding(IDS, w, padding_idx=3) * (IDS != 3)[..., None], ((5, 3),)
+    ),
     *_cases("attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v), ((2, 3, 4), (2, 5, 4), (2, 5, 3))),
     *_cases(
         "attention causal",

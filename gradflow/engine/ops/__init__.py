@@ -6,10 +6,13 @@ composed.py writes each fused op again with primitive ops, and tests/test_fused.
 """
 
 from gradflow.engine.ops.attention import ScaledDotProductAttention
+from gradflow.engine.ops.cumsum import Cumsum
+from gradflow.engine.ops.einsum import Einsum
 from gradflow.engine.ops.elementwise import (
     Abs,
     Add,
     Clip,
+    Cos,
     Div,
     Exp,
     Gelu,
@@ -24,24 +27,25 @@ from gradflow.engine.ops.elementwise import (
     Rsqrt,
     Sigmoid,
     Silu,
+    Sin,
     Sqrt,
     Sub,
     Tanh,
 )
-from gradflow.engine.ops.index import Embedding, Index, MaskedFill, Where
+from gradflow.engine.ops.index import Embedding, Gather, Index, MaskedFill, ScatterAdd, Where
 from gradflow.engine.ops.linear import Linear
 from gradflow.engine.ops.loss import CrossEntropy
 from gradflow.engine.ops.matmul import Matmul
 from gradflow.engine.ops.norm import LayerNorm, RMSNorm
 from gradflow.engine.ops.reduce import LogSumExp, Max, Mean, Min, Sum, Var
 from gradflow.engine.ops.rope import Rope
-from gradflow.engine.ops.shape import Cat, Expand, Permute, Reshape, Stack
+from gradflow.engine.ops.shape import Cat, Expand, Flip, Pad, Permute, Reshape, Roll, Stack
 from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
-    "Abs", "Add", "Cat", "Clip", "CrossEntropy", "Div", "Embedding", "Exp", "Expand", "Gelu", "GeluErf", "Index",
-    "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp", "MaskedFill", "Matmul", "Max", "Maximum",
-    "Mean", "Min", "Minimum", "Mul", "Neg", "Permute", "Pow", "RMSNorm", "Relu", "Reshape",
-    "Rope", "Rsqrt", "ScaledDotProductAttention", "Sigmoid", "Silu", "Softmax", "Sqrt", "Stack", "Sub",
-    "Sum", "Tanh", "Var", "Where",
+    "Abs", "Add", "Cat", "Clip", "Cos", "CrossEntropy", "Cumsum", "Div", "Einsum", "Embedding", "Exp", "Expand",
+    "Flip", "Gather", "Gelu", "GeluErf", "Index", "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp",
+    "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow",
+    "RMSNorm", "Relu", "Reshape", "Rope", "Roll", "Rsqrt", "ScaledDotProductAttention", "ScatterAdd", "Sigmoid",
+    "Silu", "Sin", "Softmax", "Sqrt", "Stack", "Sub", "Sum", "Tanh", "Var", "Where",
 ]  # fmt: skip

@@ -190,6 +190,34 @@ def sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+class Sin(Function):
+    """y = sin(x);  dL/dx = g * cos(x)"""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * np.cos(x)
+
+
+class Cos(Function):
+    """y = cos(x);  dL/dx = -g * sin(x)"""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.cos(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * np.sin(x)
+
+
 class Sigmoid(Function):
     """y = 1 / (1 + e^-x);  dL/dx = g * y * (1 - y)"""
 

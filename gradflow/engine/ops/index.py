@@ -1,4 +1,5 @@
-"""Ops that select: indexing, embedding (a lookup of rows), masked_fill and where."""
+"""Ops that select: indexing, embedding (a lookup of rows), gather and scatter_add (picking and adding
+along one axis), masked_fill and where."""
 
 import numpy as np
 
@@ -54,6 +55,56 @@ class Embedding(Function):
         dw = np.zeros(ctx.shape, dtype=grad.dtype)
         np.add.at(dw, ctx.ids, grad)
         return dw
+
+
+def along(index, axis):
+    """The numpy index that reads place (i, j, k) of `index` as x[i, index[i, j, k], k] for axis 1: `index`
+    on `axis`, and on every other axis the position itself (an open grid of index's shape)."""
+    grid = list(np.ogrid[tuple(slice(n) for n in index.shape)])
+    grid[axis] = index
+    return tuple(grid)
+
+
+class Gather(Function):
+    """y[i, j, k] = x[i, index[i, j, k], k] for axis 1 (any axis alike); y has index's shape (index is a constant)
+
+    x's element at a place reaches y once for every time index names it, so  dL/dx = zeros with each g
+    added at the place it was read from (np.add.at adds at a place named twice, as in Index).
+    """
+
+    @staticmethod
+    def forward(ctx, x, index, axis):
+        ctx.shape, ctx.at = x.shape, along(index, axis)
+        return x[ctx.at]
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = np.zeros(ctx.shape, dtype=grad.dtype)
+        np.add.at(dx, ctx.at, grad)
+        return dx
+
+
+class ScatterAdd(Function):
+    """y = x, then y[i, index[i, j, k], k] += src[i, j, k] for axis 1 (any axis alike; index is a constant)
+
+    y = x + (src added at the places index names), so  dL/dx = g,  and  dL/dsrc[i, j, k] = g at the place
+    src[i, j, k] was added to: g gathered with the same index. src may be larger than index (as in
+    PyTorch): only its leading block of index's shape is added, and the rest gets a zero gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x, src, index, axis):
+        ctx.at, ctx.src_shape = along(index, axis), src.shape
+        ctx.block = tuple(slice(n) for n in index.shape)
+        y = x.copy()
+        np.add.at(y, ctx.at, src[ctx.block])
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        dsrc = np.zeros(ctx.src_shape, dtype=grad.dtype)
+        dsrc[ctx.block] = grad[ctx.at]
+        return grad, dsrc
 
 
 class MaskedFill(Function):

@@ -1,6 +1,6 @@
-"""Ops that move elements without changing them: reshape, permute, expand, cat, stack, a copy
-into memory of its own, and a cast to the other float dtype. Their backward moves the gradient
-back the same way."""
+"""Ops that move elements without changing them: reshape, permute, expand, cat, stack, flip, roll,
+pad, a copy into memory of its own, and a cast to the other float dtype. Their backward moves the
+gradient back the same way."""
 
 import numpy as np
 
@@ -72,6 +72,47 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, grad):
         return tuple(np.moveaxis(grad, ctx.axis, 0))
+
+
+class Flip(Function):
+    """y = x with the order of its elements reversed along each of `axes`;  dL/dx = g flipped back the same way"""
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return np.flip(x, axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.flip(grad, ctx.axes)
+
+
+class Roll(Function):
+    """y = x shifted by `shifts` places along `axes`, the elements that fall off one end coming back at
+    the other: y[(i + s) mod n] = x[i];  dL/dx = g rolled back by -s"""
+
+    @staticmethod
+    def forward(ctx, x, shifts, axes):
+        ctx.shifts, ctx.axes = shifts, axes
+        return np.roll(x, shifts, axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.roll(grad, tuple(-s for s in ctx.shifts), ctx.axes)
+
+
+class Pad(Function):
+    """y = x placed inside a larger array filled with `value`, widths[a] = (before, after) on each axis a;
+    dL/dx = the part of g where x was placed (the filled border does not depend on x)"""
+
+    @staticmethod
+    def forward(ctx, x, widths, value):
+        ctx.inside = tuple(slice(before, before + n) for (before, _), n in zip(widths, x.shape))
+        return np.pad(x, widths, constant_values=value)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[ctx.inside]
 
 
 class Copy(Function):
