@@ -2,6 +2,7 @@
 primitive ops with the same numbers, and one self-contained page that needs no network.
 (tests/test_explorer_browser.py opens the page in a real browser.)"""
 
+import html
 import json
 import re
 
@@ -133,6 +134,20 @@ def test_gpt_modules_are_views_of_their_own():
     w = np.reshape(layer["heads"][0], (4, 4)) / 1000
     np.testing.assert_allclose(w.sum(axis=1), 1, atol=3e-3)
     assert np.all(np.triu(w, 1) == 0)  # causal: no query sees a later key
+
+
+def test_every_tensor_has_a_readable_name_in_the_graph_and_the_data():
+    model, out = toy()
+    page = explore(out["loss"], model=model, names={out["x"]: "x", out["h"]: "h"})
+    titles = {n["title"] for v in views(page) for n in v["nodes"].values() if n["kind"] == "tensor"}
+    assert {"W_1 @ x", "relu(h)", "W_1", "h"} <= titles
+    assert "tensor" not in titles and "" not in titles
+    svgs = "".join(v["svg"] for v in views(page))
+    assert all(t in html.unescape(svgs) for t in titles)  # the graph's boxes say the same
+    q, k = (gf.randn(1, 2, 4, 3, requires_grad=True) for _ in range(2))
+    attention = explore(F.scaled_dot_product_attention(q, k, k).sum(), names={q: "q", k: "k"})
+    inside = {n["title"] for v in views(attention)[1:] for n in v["nodes"].values() if n["kind"] == "tensor"}
+    assert {"k^T", "q k^T", "scores", "weights"} <= inside
 
 
 def test_the_page_needs_no_network():

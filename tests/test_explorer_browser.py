@@ -262,3 +262,32 @@ def test_hostile_text_cannot_blank_the_page_or_run(browser, tmp_path):
             assert "</script>" in tab.inner_text("table.attn")
         assert tab.evaluate("window.pwned") is None
         assert opened.errors == [] and opened.requests == []
+
+
+def test_each_step_shows_what_flows_in_the_rule_and_what_flows_out_on_one_screen(browser, toy):
+    path, page, out = toy
+    v = views(page)[0]
+    n = len(v["steps"])
+    opened = Opened(browser, path, LAPTOP)
+    for k in range(2 * n):
+        opened.tab.keyboard.press("ArrowRight")
+        op = v["nodes"][opened.tab.get_attribute("#status", "data-unit")]
+        result = v["nodes"][op["output"]]
+        assert result["title"] in opened.tab.inner_text("#status")
+        stages = [opened.tab.locator(f"#panel .stage-{s} h3") for s in ("in", "rule", "out")]
+        bottoms = [s.bounding_box()["y"] + s.bounding_box()["height"] for s in stages]
+        assert max(bottoms) <= LAPTOP[1], f"step {k + 1}: the panel's third stage is below the screen"
+        inputs = [t for t in op["inputs"] if t is not None]
+        if k < n:  # forward: the values in, the formula, the value out
+            assert opened.tab.locator("#panel .stage-in table.data").count() == len(inputs)
+            np.testing.assert_allclose(opened.numbers("#panel .stage-out td"), result["data"]["values"], rtol=1e-3)
+        else:  # backward: g = dL/d(output), the rule, the gradient sent to each input
+            assert stages[0].inner_text() == f"① gradient in: g = dL/d({result['title']})"
+            np.testing.assert_allclose(opened.numbers("#panel .stage-in td"), result["grad"]["values"], rtol=1e-3)
+            sent = [s for s in op["shares"] if s is not None]
+            assert opened.tab.locator("#panel .stage-out table.share").count() == len(sent)
+            if op["name"] == "relu":
+                worked = opened.tab.inner_text("#panel pre.worked")
+                i = int(np.argmax(np.abs(out["relu_h"].grad)))
+                assert f"dL/dh[{i}] = g[{i}] * [h[{i}] > 0]" in worked
+    assert opened.errors == []

@@ -5,6 +5,7 @@ or the expression that made it from its inputs' names.
     q @ k^T         an operator between two (add, sub, mul, div, matmul), k^T a swap of the last two axes
     x[-1]           an index
     blocks.0 out    a tensor a module hands on, named by that module where the names inside it would be long
+    0.7071          a one-number constant, by its value
 
 An operand longer than SHORT characters is written `…`, so that no name outgrows its box.
 """

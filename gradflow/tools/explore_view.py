@@ -19,8 +19,9 @@ from gradflow.engine.autograd import _as_grad_tuple, _input_grad, retain_grads
 from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
 from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
-from gradflow.tools.explore_data import stats, summary
+from gradflow.tools.explore_data import SMALL, stats, summary
 from gradflow.tools.explore_names import expression
+from gradflow.tools.explore_worked import worked
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
 
 PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
@@ -184,7 +185,7 @@ class Exploration:
         """Its readable name (explore_names.py): given, a parameter's, its module's or the expression that made it."""
         if id(t) not in g.titles:
             home, op = g.home(t), t.grad_fn
-            g.titles[id(t)] = self.name(t) or "tensor"
+            g.titles[id(t)] = self.name(t) or (f"{t.data.item():.4g}" if t.data.size == 1 else "constant")
             if not self.name(t) and op is not None:
                 leaves = op.scope[len(home)] if len(op.scope) > len(home) else None
                 if id(leaves) in self.module_names:
@@ -234,6 +235,7 @@ class Exploration:
             "inputs": [None if t is None else self.node_id(t, "t") for t in op.inputs],
             "output": self.node_id(g.output[op], "t"),
             "shares": [brief(g.shares.get((op, i))) for i in range(len(op.inputs))],
+            "worked": self.worked(g, op),
             "label": op_label(op),
             "fused": op.name in REFERENCES,
             "view": None,
@@ -241,6 +243,16 @@ class Exploration:
         if op in g.decompose:
             info["view"], info["check"] = self.decomposition(g, op, view_index)
         return info
+
+    def worked(self, g, op):
+        """One element of its backward step with the numbers (explore_worked.py), for a small output."""
+        out = g.output[op]
+        if out.grad is None or out.data.size > SMALL:
+            return None
+        names = [None if t is None else self.title(g, t) for t in op.inputs]
+        inputs = [None if t is None else t.data for t in op.inputs]
+        shares = [g.shares.get((op, i)) for i in range(len(op.inputs))]
+        return worked(op, names, inputs, out.data, out.grad, shares, self.title(g, out))
 
     def decomposition(self, g, op, parent):
         """Open a fused op into primitive ops: its reference (engine/ops/composed.py), each step's

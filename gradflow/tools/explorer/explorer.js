@@ -316,26 +316,32 @@ function tensorPanel(p, id, info) {
   p.append(arrayView(info.data, "data"));
   p.append(el("h3", { text: "gradient dL/d(" + info.title + ")" }));
   p.append(arrayView(info.grad, "grad"));
-  if (info.arrivals) {
-    p.append(el("h3", { text: `its gradient arrives in ${info.arrivals.length} shares, one per use` }));
-    const ul = el("ul", { class: "arrivals" });
-    info.arrivals.forEach(([op, share, sum], n) => {
-      const li = el("li", { "data-op": op }, `share ${n + 1} from `, nodeLink(op), ": ");
-      li.append(share.values ? el("code", { text: share.values.slice(0, 6).map(fmt).join(", ") + (share.values.length > 6 ? ", …" : "") }) : statsLine(share.stats));
-      li.append(el("br"), "sum so far: ");
-      li.append(sum.values ? el("code", { text: sum.values.slice(0, 6).map(fmt).join(", ") + (sum.values.length > 6 ? ", …" : "") }) : statsLine(sum.stats));
-      if (currentOp() === op) li.classList.add("now");
-      ul.append(li);
-    });
-    p.append(ul);
-  }
+  if (info.arrivals) p.append(el("h3", { text: `its gradient arrives in ${info.arrivals.length} shares, one per use` }), sharesOf(info));
   const made = info.made_by ? el("div", {}, "made by ", nodeLink(info.made_by)) : el("div", { text: "a leaf: no op made it" });
   p.append(el("h3", { text: "in the graph" }), made);
   if (info.used_by.length) p.append(el("div", {}, "read by ", ...info.used_by.flatMap((o, n) => (n ? [", ", nodeLink(o)] : [nodeLink(o)]))));
 }
 
+function tensorAt(id) {
+  // a tensor's title and numbers, whether or not the view draws it
+  const info = state.view.nodes[id];
+  if (info) return numbers(info, id);
+  const block = document.getElementById("gf-numbers-" + id);
+  return block ? Object.assign({ title: "a tensor of another view" }, JSON.parse(block.textContent)) : null;
+}
+
+function named(id, prefix) {
+  const info = state.view.nodes[id];
+  return el("div", { class: "named" }, prefix || "", info ? nodeLink(id) : el("span", { text: "(in another view)" }));
+}
+
 function opPanel(p, id, info) {
-  p.append(el("h2", { text: info.name }));
+  // what the op does on this step: forward, the values in, its formula, the value out; backward, the
+  // gradient in, the local rule worked through on one element, the gradient out to each input
+  const n = steps().length, k = state.step;
+  const back = !(k >= 0 && k < n && currentOp() === id);
+  const out = tensorAt(info.output);
+  p.append(el("h2", { text: info.name + (out ? " → " + out.title : "") }));
   if (info.module) p.append(el("div", { class: "meta" }, "in ", el("code", { text: info.module })));
   if (info.view != null) {
     p.append(el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view) }));
@@ -344,17 +350,60 @@ function opPanel(p, id, info) {
   } else if (info.fused) {
     p.append(el("div", { class: "hint", text: "fused; only the first ones of a large graph are opened (explore's max_decompositions)" }));
   }
-  p.append(el("h3", { text: "forward and backward" }), el("pre", { text: info.doc }));
+  const inputs = info.inputs.map((t, i) => [t, i]).filter(([t]) => t != null);
+  if (!back) {
+    const box = el("section", { class: "stage stage-in" }, el("h3", { text: "① values in" }));
+    for (const [t, i] of inputs) {
+      const x = tensorAt(t);
+      box.append(named(t, info.input_names[i] + " = "), x ? arrayView(x.data, "data in-" + i) : null);
+    }
+    p.append(box);
+    p.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), formula(info.doc)));
+    p.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out") : null));
+  } else {
+    const title = out ? out.title : "out";
+    p.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in") : null));
+    const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" }), formula(info.doc));
+    if (info.worked) rule.append(el("div", { class: "hint", text: "one element, with these numbers:" }), el("pre", { class: "worked", text: info.worked.join("\n") }));
+    p.append(rule);
+    const box = el("section", { class: "stage stage-out" }, el("h3", { text: "③ gradient out, to each input" }));
+    for (const [t, i] of inputs) {
+      const x = tensorAt(t);
+      box.append(named(t, `${info.input_names[i]}: to `));
+      if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i));
+      else box.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
+      if (x && x.arrivals) box.append(sharesOf(x));
+    }
+    p.append(box);
+  }
   if (info.fast) p.append(el("div", { class: "note", text: "run by the fast tier's kernel: " + info.fast }));
   if (info.params.length) p.append(el("h3", { text: "constants" }), el("div", { class: "stats", text: info.params.join("\n") }));
-  p.append(el("h3", { text: "inputs, and the gradient sent back to each" }));
-  info.inputs.forEach((t, i) => {
-    if (t == null) return;
-    p.append(el("div", {}, el("b", { text: info.input_names[i] + " = " }), nodeLink(t)));
-    if (info.shares[i]) p.append(arrayView(info.shares[i], "share share-" + i));
-    else p.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
+}
+
+function formula(doc) {
+  // the docstring's first paragraph (the formula), the rest folded, so that the step fits one screen
+  const [head, ...rest] = doc.split("\n\n");
+  const box = el("div", {}, el("pre", { text: head }));
+  if (rest.length) box.append(el("details", {}, el("summary", { text: "more" }), el("pre", { text: rest.join("\n\n") })));
+  return box;
+}
+
+function sharesOf(x) {
+  // a tensor read by several ops: each one's share of its gradient, summed in the order backward adds them
+  const box = el("div", { class: "arrivals-box" }, el("div", { class: "hint", text: `${x.title} is read by ${x.arrivals.length} ops: its gradient is the sum of their shares` }));
+  const ul = el("ul", { class: "arrivals" });
+  x.arrivals.forEach(([op, share, sum], n) => {
+    const li = el("li", { "data-op": op }, `share ${n + 1} from `, nodeLink(op), ": ", brief(share));
+    li.append(el("br"), "sum so far: ", brief(sum));
+    if (currentOp() === op) li.classList.add("now");
+    ul.append(li);
   });
-  p.append(el("h3", { text: "output" }), nodeLink(info.output));
+  box.append(ul);
+  return box;
+}
+
+function brief(s) {
+  return s.values ? el("code", { text: s.values.slice(0, 6).map(fmt).join(", ") + (s.values.length > 6 ? ", …" : "") }) : statsLine(s.stats);
 }
 
 // --- step mode: forward in data-flow order, then backward in reverse -------------------------------
