@@ -769,3 +769,116 @@ def test_rms_norm_with_the_weight_second_says_where_it_goes():
     hint = r"the weight comes third, as in PyTorch: F\.rms_norm\(x, x\.shape\[-1:\], weight\)$"
     with pytest.raises(TypeError, match=hint):
         F.rms_norm(gf.ones(2, 4), gf.ones(4))
+
+
+# --- issue 27: one_hot, pad, Flatten, Embedding(padding_idx=), PyTorch's initialisers ----------------
+
+
+def test_one_hot_matches_torch(torch):
+    ids = np.array([[0, 3], [2, 2]])
+    for args in ((), (5,)):
+        ours = F.one_hot(gf.tensor(ids), *args)
+        theirs = torch.nn.functional.one_hot(torch.tensor(ids), *args).numpy()
+        assert ours.dtype == theirs.dtype and not ours.requires_grad
+        np.testing.assert_array_equal(ours.data, theirs)
+    with pytest.raises(ValueError, match=r"^one_hot: id 3 is out of range for num_classes 3$"):
+        F.one_hot(gf.tensor(ids), 3)
+    with pytest.raises(TypeError, match=r"^one_hot: the ids must be integers, got float32$"):
+        F.one_hot(gf.tensor([0.0]))
+
+
+@pytest.mark.parametrize("pad, value", [((1, 2), None), ((0, 1, 2, 0), -1.5), ((1, 1, 0, 2, 1, 0), 3.0)])
+def test_pad_matches_torch(torch, pad, value):
+    both(torch, lambda x: F.pad(x, pad, value=value), lambda t: torch.nn.functional.pad(t, pad, value=value), X)
+
+
+def test_pad_refusals():
+    with pytest.raises(ValueError, match=r"^pad: mode 'reflect' is not supported, only 'constant'$"):
+        F.pad(gf.tensor(X), (1, 1), mode="reflect")
+    with pytest.raises(ValueError, match=r"^pad: pad \(-1, 1\) must be pairs of non-negative widths"):
+        F.pad(gf.tensor(X), (-1, 1))
+    with pytest.raises(ValueError, match=r"^pad: pad \(1,\) must be pairs"):
+        F.pad(gf.tensor(X), (1,))
+
+
+def test_flatten_module_matches_torch(torch):
+    both(torch, lambda x: nn.Flatten()(x), lambda t: torch.nn.Flatten()(t), X)
+    both(torch, lambda x: nn.Flatten(0, 1)(x), lambda t: torch.nn.Flatten(0, 1)(t), X)
+    assert repr(nn.Flatten()) == repr(torch.nn.Flatten())
+
+
+def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient_as_in_torch(torch):
+    ours = nn.Embedding(5, 3, padding_idx=-2, dtype=np.float64)
+    theirs = torch.nn.Embedding(5, 3, padding_idx=-2, dtype=torch.float64)
+    assert ours.padding_idx == theirs.padding_idx == 3 and not ours.weight.data[3].any()
+    with torch.no_grad():
+        ours.weight.data[...] = RNG.standard_normal((5, 3))  # the padding row too: it is looked up as it is
+        theirs.weight.copy_(torch.from_numpy(ours.weight.data))
+    ids = np.array([[0, 3, 3], [4, 1, 3]])
+    y, z = ours(ids), theirs(torch.tensor(ids))
+    u = RNG.standard_normal(y.shape)
+    y.backward(u)
+    z.backward(torch.tensor(u))
+    np.testing.assert_array_equal(y.data, z.detach().numpy())
+    np.testing.assert_allclose(ours.weight.grad, theirs.weight.grad.numpy(), rtol=1e-12)
+    assert not ours.weight.grad[3].any()
+    assert repr(ours) == "Embedding(5, 3, padding_idx=3)"
+    with pytest.raises(ValueError, match=r"^Embedding: padding_idx 5 is out of range for 5 embeddings$"):
+        nn.Embedding(5, 3, padding_idx=5)
+
+
+def test_embedding_starts_at_pytorchs_n01_and_gpt_keeps_its_002():
+    from gradflow.models.gpt import GPT, GPTConfig
+
+    gf.manual_seed(0)
+    assert abs(nn.Embedding(500, 64).weight.data.std() - 1.0) < 0.01
+    gf.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=500, block_size=16, n_layer=1, n_head=2, n_embd=64))
+    assert abs(model.wte.weight.data.std() - 0.02) < 0.001 and abs(model.wpe.weight.data.std() - 0.02) < 0.003
+
+
+INITIALISERS = [
+    ("xavier_uniform_", {}),
+    ("xavier_uniform_", {"gain": 5 / 3}),
+    ("xavier_normal_", {}),
+    ("kaiming_uniform_", {}),
+    ("kaiming_uniform_", {"a": math.sqrt(5)}),  # PyTorch's Linear
+    ("kaiming_normal_", {"mode": "fan_out", "nonlinearity": "relu"}),
+    ("kaiming_normal_", {"nonlinearity": "tanh"}),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", INITIALISERS, ids=[f"{n} {k}" for n, k in INITIALISERS])
+def test_initialisers_draw_pytorchs_distribution(torch, name, kwargs):
+    """The same fans and gain as PyTorch's: the spread of 98,304 draws agrees with torch's to 2%, and a
+    uniform's largest draw with its bound to 1%."""
+    shape = (256, 128, 3)  # fan_in 384, fan_out 768
+    gf.manual_seed(0)
+    ours = getattr(nn.init, name)(Parameter(gf.zeros(*shape)), **kwargs).data
+    theirs = getattr(torch.nn.init, name)(torch.empty(shape), **kwargs).numpy()
+    assert ours.dtype == np.float32 and abs(ours.mean()) < 0.01 * ours.std()
+    assert ours.std() == pytest.approx(theirs.std(), rel=0.02)
+    if "uniform" in name:
+        assert np.abs(ours).max() == pytest.approx(np.abs(theirs).max(), rel=0.01)
+
+
+def test_initialiser_bounds_by_hand():
+    gf.manual_seed(0)
+    w = nn.init.xavier_uniform_(Parameter(gf.zeros(300, 100))).data  # a = sqrt(6 / (100 + 300))
+    assert math.sqrt(6 / 400) * 0.99 < np.abs(w).max() <= math.sqrt(6 / 400)
+    w = nn.init.kaiming_uniform_(Parameter(gf.zeros(300, 100)), nonlinearity="relu").data  # sqrt(3) sqrt(2) / 10
+    assert math.sqrt(6) / 10 * 0.99 < np.abs(w).max() <= math.sqrt(6) / 10
+    with pytest.raises(ValueError, match=r"^xavier_uniform_: fan in and fan out need a weight of at least 2"):
+        nn.init.xavier_uniform_(Parameter(gf.zeros(3)))
+    with pytest.raises(ValueError, match=r"^kaiming_normal_: mode must be 'fan_in' or 'fan_out', got 'fan'$"):
+        nn.init.kaiming_normal_(Parameter(gf.zeros(3, 3)), mode="fan")
+
+
+@pytest.mark.parametrize(
+    "nonlinearity, param", [("linear", None), ("sigmoid", None), ("tanh", None), ("relu", None),
+                            ("leaky_relu", None), ("leaky_relu", 0.2), ("selu", None), ("conv2d", None)]
+)  # fmt: skip
+def test_calculate_gain_matches_torch(torch, nonlinearity, param):
+    assert nn.init.calculate_gain(nonlinearity, param) == pytest.approx(
+        torch.nn.init.calculate_gain(nonlinearity, param), rel=1e-15
+    )

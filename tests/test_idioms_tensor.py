@@ -1025,3 +1025,79 @@ def test_loading_what_gf_save_did_not_write_is_one_error_naming_the_file(tmp_pat
         gf.load(other)
     with pytest.raises(FileNotFoundError, match=re.escape(f"load: there is no file {tmp_path / 'missing'}")):
         gf.load(tmp_path / "missing")
+
+
+# --- PyTorch's missing forms (issue 27): refusals in one line, and what PyTorch does without torch ----
+
+
+def test_a_0d_integer_tensor_is_an_index_and_a_float_one_is_refused():
+    assert list(range(10))[gf.tensor(3)] == 3 and "abc"[gf.tensor([1])] == "b"
+    for bad in (gf.tensor(1.0), gf.tensor([1, 2])):
+        with pytest.raises(TypeError, match=r"^index: only integer tensors of a single element .* this one is"):
+            [1, 2, 3][bad]
+
+
+def test_format_of_a_0d_tensor_is_its_numbers_and_of_others_pytorchs_refusal():
+    loss = gf.tensor(2.25, requires_grad=True) * 2
+    assert f"{loss:.4f}" == "4.5000" and f"{loss}" == "4.5" and f"{gf.tensor(7):d}" == "7"
+    assert f"{gf.zeros(2)}" == str(gf.zeros(2))
+    with pytest.raises(TypeError, match=r"^unsupported format string passed to Tensor.__format__$"):
+        f"{gf.zeros(2):.2f}"
+
+
+def test_inference_mode_records_nothing_as_a_context_and_a_decorator():
+    w = gf.ones(2, requires_grad=True)
+    with gf.inference_mode():
+        assert not (w * 2).requires_grad
+
+    @gf.inference_mode()
+    def predict(x):
+        return x * w
+
+    assert not predict(gf.ones(2)).requires_grad and (w * 2).requires_grad
+    with pytest.raises(ValueError, match=r"^inference_mode: mode=False is not supported"):
+        gf.inference_mode(False)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: x.gather(1, gf.tensor([[0.5]])), TypeError, "gather: index must hold integers, got float32"),
+        (
+            lambda x: x.gather(1, gf.tensor([[3]])),
+            IndexError,
+            "gather: index holds 3, out of range for axis 1 of size 3",
+        ),
+        (
+            lambda x: x.gather(1, gf.tensor([0])),
+            ValueError,
+            "gather: index of shape (1,) does not fit x (2, 3) along axis 1",
+        ),
+        (
+            lambda x: x.scatter_add(0, gf.tensor([[0, 1, 1]]), gf.zeros(1, 2)),
+            ValueError,
+            "scatter_add: index of shape (1, 3) does not fit x (2, 3) and src (1, 2) along axis 0",
+        ),
+        (lambda x: x.cumsum(), TypeError, "cumsum: give the axis to sum along, e.g. x.cumsum(dim=0)"),
+        (lambda x: x.flip(), TypeError, "flip: give the axes to reverse"),
+        (lambda x: x.flip(0, 0), ValueError, "flip: axis repeated in (0, 0)"),
+        (lambda x: x.roll((1, 2), 0), ValueError, "roll: 2 shifts (1, 2) for 1 axes (0,)"),
+        (lambda x: x.sort(dim=2), ValueError, "sort: axis 2 is out of range"),
+        (lambda x: gf.einsum("ii->i", x), ValueError, "einsum: 'ii->i': a letter repeats in operand 0"),
+        (lambda x: gf.einsum("...j->j", x), ValueError, "einsum: '...j->j': '...' is not supported"),
+        (lambda x: gf.einsum("ij,jk", x), ValueError, "einsum: 'ij,jk' names 2 operand(s), 1 given"),
+        (
+            lambda x: gf.einsum("ijk->i", x),
+            ValueError,
+            "einsum: 'ijk->i': operand 0 of shape (2, 3) is given letters 'ijk'",
+        ),
+        (lambda x: gf.einsum("ij,ij", x, x.T), ValueError, "einsum: 'ij,ij': letter 'i' has size 2 and 3"),
+        (lambda x: gf.einsum("ij->ik", x), ValueError, "einsum: 'ij->ik': output 'ik' must name input letters"),
+        (lambda x: gf.linspace(0, 1, -1), ValueError, "linspace: steps must be a non-negative integer, got -1"),
+        (lambda x: gf.linspace(0, 1, 3, device="cuda"), ValueError, "linspace: gradflow runs on numpy on the CPU"),
+        (lambda x: gf.randperm(-2), ValueError, "randperm: n must be a non-negative integer, got -2"),
+    ],
+)
+def test_refusals_of_the_new_forms_name_the_op_and_the_argument(call, error, message):
+    with pytest.raises(error, match="^" + re.escape(message)):
+        call(gf.zeros(2, 3))

@@ -70,6 +70,9 @@ UNARY = [
     ("rpow", X, lambda t: 2.0**t, lambda x: 2.0**x, lambda x: 2.0**x * np.log(2.0)),
     ("rdiv", POS, lambda t: 1.0 / t, lambda x: 1 / x, lambda x: -1 / x**2),
     ("rsub", X, lambda t: 1.0 - t, lambda x: 1 - x, lambda x: -np.ones_like(x)),
+    ("sin", X, lambda t: t.sin(), np.sin, np.cos),
+    ("cos", X, lambda t: t.cos(), np.cos, lambda x: -np.sin(x)),
+    ("pow method", POS, lambda t: t.pow(1.5), lambda x: x**1.5, lambda x: 1.5 * x**0.5),
 ]
 
 
@@ -994,3 +997,81 @@ def test_full_takes_its_dtype_from_the_fill_value_as_pytorch():
 
 def test_integer_tensor_with_a_numpy_float_scalar_gives_the_default_float_dtype():
     assert (gf.tensor([1, 2]) + np.float64(1.5)).dtype == np.float32
+
+
+# --- running sums, sorting, picking along an axis, moving elements: values and gradients by hand ---------
+
+
+def test_sin_and_cos_at_hand_computed_points():
+    t = leaf([0.0, math.pi / 6, math.pi / 2])
+    assert_allclose(t.sin().data, [0.0, 0.5, 1.0], atol=1e-15)
+    assert_allclose(t.cos().data, [1.0, math.sqrt(3) / 2, 0.0], atol=1e-15)
+
+
+def test_cumsum_value_and_gradient_by_hand():
+    t = leaf([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    y = t.cumsum(dim=1)
+    assert_array_equal(y.data, [[1.0, 3.0, 6.0], [4.0, 9.0, 15.0]])
+    y.backward(np.array([[1.0, 10.0, 100.0], [0.0, 0.0, 1.0]]))
+    assert_array_equal(t.grad, [[111.0, 110.0, 100.0], [1.0, 1.0, 1.0]])  # x_j reaches every y_i with i >= j
+
+
+def test_sort_values_indices_and_gradient_by_hand():
+    t = leaf([3.0, 1.0, 2.0, 1.0])
+    values, indices = t.sort()
+    assert_array_equal(values.data, [1.0, 1.0, 2.0, 3.0])
+    assert_array_equal(indices.data, [1, 3, 2, 0])  # the tie in index order
+    assert indices.dtype == np.int64 and not indices.requires_grad
+    values.backward(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert_array_equal(t.grad, [4.0, 1.0, 3.0, 2.0])
+    assert_array_equal(gf.tensor([3.0, 1.0, 2.0]).sort(descending=True).indices.data, [0, 2, 1])
+
+
+def test_gather_and_scatter_add_by_hand():
+    t = leaf([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    index = gf.tensor([[2, 2], [0, 1]])
+    y = t.gather(1, index)
+    assert_array_equal(y.data, [[3.0, 3.0], [4.0, 5.0]])
+    y.backward(np.array([[1.0, 10.0], [100.0, 1000.0]]))
+    assert_array_equal(t.grad, [[0.0, 0.0, 11.0], [100.0, 1000.0, 0.0]])  # picked twice: both gradients
+
+    x, src = leaf(np.zeros((2, 3))), leaf([[1.0, 2.0], [3.0, 4.0]])
+    z = x.scatter_add(1, index, src)
+    assert_array_equal(z.data, [[0.0, 0.0, 3.0], [3.0, 4.0, 0.0]])
+    z.backward(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    assert_array_equal(x.grad, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert_array_equal(src.grad, [[3.0, 3.0], [4.0, 5.0]])  # g where each src element was added
+
+
+def test_flip_roll_and_pad_by_hand():
+    t = leaf([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert_array_equal(t.flip(1).data, [[3.0, 2.0, 1.0], [6.0, 5.0, 4.0]])
+    assert_array_equal(t.flip(0, 1).data, [[6.0, 5.0, 4.0], [3.0, 2.0, 1.0]])
+    assert_array_equal(t.roll(1, 1).data, [[3.0, 1.0, 2.0], [6.0, 4.0, 5.0]])
+    assert_array_equal(t.roll(-1).data, [[2.0, 3.0, 4.0], [5.0, 6.0, 1.0]])  # over the flattened tensor
+    padded = F.pad(t, (1, 0, 0, 1), value=9.0)  # (left, right) of the last axis, then (top, bottom)
+    assert_array_equal(padded.data, [[9.0, 1.0, 2.0, 3.0], [9.0, 4.0, 5.0, 6.0], [9.0, 9.0, 9.0, 9.0]])
+    padded.backward(np.arange(12.0).reshape(3, 4))
+    assert_array_equal(t.grad, [[1.0, 2.0, 3.0], [5.0, 6.0, 7.0]])
+
+
+def test_einsum_equals_the_products_it_names():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    assert_array_equal(gf.einsum("ij,jk->ik", a, b).data, a @ b)
+    assert_array_equal(gf.einsum("ij,jk", a, b).data, a @ b)  # implicit output: the letters seen once, sorted
+    assert_array_equal(gf.einsum("ij->ji", a).data, a.T)
+    assert gf.einsum("ij,ij->", a, a).item() == (a * a).sum()
+    x = leaf(a)
+    gf.einsum("ij->i", x).backward(np.array([1.0, 2.0]))
+    assert_array_equal(x.grad, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])  # j summed alone: the gradient repeats along it
+
+
+def test_one_hot_linspace_and_randperm():
+    assert_array_equal(F.one_hot(gf.tensor([0, 2, 1]), 4).data, [[1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0]])
+    assert F.one_hot(gf.tensor([[1], [3]])).shape == (2, 1, 4) and F.one_hot(gf.tensor([1])).dtype == np.int64
+    assert_allclose(gf.linspace(0, 1, 5).data, [0.0, 0.25, 0.5, 0.75, 1.0])
+    assert gf.linspace(0, 1, 5).dtype == np.float32 and gf.linspace(2, 3, 1).tolist() == [2.0]
+    gf.manual_seed(3)
+    p = gf.randperm(10)
+    gf.manual_seed(3)
+    assert p.dtype == np.int64 and sorted(p.tolist()) == list(range(10)) and gf.randperm(10).tolist() == p.tolist()

@@ -288,7 +288,10 @@ class PyTorchNames:
     def __index__(self):
         """A one-element integer tensor used where Python wants an index: range(n)[t], lst[t]."""
         if self._data.dtype.kind not in "iu" or self.numel() != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise TypeError(
+                f"index: only integer tensors of a single element can be converted to an index, "
+                f"this one is {self.dtype} of shape {self.shape}"
+            )
         return int(self._data.item())
 
     def __format__(self, spec):

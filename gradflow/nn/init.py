@@ -90,41 +90,41 @@ def calculate_gain(nonlinearity, param=None):
     return gains[nonlinearity]
 
 
-def fans(p):
+def fans(op, p):
     """(fan_in, fan_out) of a weight of shape (out, in, *kernel): in and out times the kernel's size."""
     if p.ndim < 2:
-        raise ValueError(f"init: fan in and fan out need a weight of at least 2 dimensions, got shape {p.shape}")
+        raise ValueError(f"{op}: fan in and fan out need a weight of at least 2 dimensions, got shape {p.shape}")
     kernel = math.prod(p.shape[2:])
     return p.shape[1] * kernel, p.shape[0] * kernel
 
 
 def xavier_uniform_(p, gain=1.0):
     """p ~ U(-a, a), a = gain sqrt(6 / (fan_in + fan_out)): std gain sqrt(2 / (fan_in + fan_out)), in place."""
-    fan_in, fan_out = fans(p)
+    fan_in, fan_out = fans("xavier_uniform_", p)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
     return uniform_(p, -bound, bound)
 
 
 def xavier_normal_(p, gain=1.0):
     """p ~ N(0, std^2), std = gain sqrt(2 / (fan_in + fan_out)), in place."""
-    fan_in, fan_out = fans(p)
+    fan_in, fan_out = fans("xavier_normal_", p)
     return normal_(p, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
-def _kaiming_std(p, a, mode, nonlinearity):
+def _kaiming_std(op, p, a, mode, nonlinearity):
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"kaiming: mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan_in, fan_out = fans(p)
+        raise ValueError(f"{op}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = fans(op, p)
     return calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
 
 
 def kaiming_uniform_(p, a=0, mode="fan_in", nonlinearity="leaky_relu"):
     """p ~ U(-b, b), b = sqrt(3) gain / sqrt(fan): std gain / sqrt(fan), fan = fan_in (or fan_out), in place;
     PyTorch's defaults (leaky_relu with slope a = 0 has the gain sqrt(2) of relu)."""
-    bound = math.sqrt(3.0) * _kaiming_std(p, a, mode, nonlinearity)
+    bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", p, a, mode, nonlinearity)
     return uniform_(p, -bound, bound)
 
 
 def kaiming_normal_(p, a=0, mode="fan_in", nonlinearity="leaky_relu"):
     """p ~ N(0, std^2), std = gain / sqrt(fan), in place (see kaiming_uniform_)."""
-    return normal_(p, 0.0, _kaiming_std(p, a, mode, nonlinearity))
+    return normal_(p, 0.0, _kaiming_std("kaiming_normal_", p, a, mode, nonlinearity))
