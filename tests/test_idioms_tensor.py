@@ -201,6 +201,8 @@ IDIOMS = [
     ("gf.squeeze(x[:, :1], 1)",                   "torch.squeeze(x[:, :1], 1)"),
     ("gf.unsqueeze(x, 0)",                        "torch.unsqueeze(x, 0)"),
     ("gf.flatten(x, 1)",                          "torch.flatten(x, 1)"),
+    ("gf.tril(x, diagonal=-1)",                   "torch.tril(x, diagonal=-1)"),
+    ("gf.triu(x[0], 1)",                          "torch.triu(x[0], 1)"),
     # factories and constants
     ("gf.linspace(0, 1, 7)",                      "torch.linspace(0, 1, 7)"),
     ("gf.linspace(-3.3, 2.9, 100)",               "torch.linspace(-3.3, 2.9, 100)"),

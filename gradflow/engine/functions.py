@@ -151,15 +151,17 @@ def _triangle(op, x, keep):
     return x.masked_fill(~keep, 0)
 
 
-def tril(x, k=0):
-    """x with the elements above the k-th diagonal set to 0 (keeps j <= i + k in the last two axes)."""
-    x = as_tensor(x)
+def tril(x, k=None, *, diagonal=None):
+    """x with the elements above the k-th diagonal set to 0 (keeps j <= i + k in the last two axes);
+    PyTorch's diagonal= is k."""
+    x, k = as_tensor(x), spelling("tril", "k", k, "diagonal", diagonal, 0)
     return _triangle("tril", x, np.tri(*x.shape[-2:], k=k, dtype=bool))
 
 
-def triu(x, k=0):
-    """x with the elements below the k-th diagonal set to 0 (keeps j >= i + k in the last two axes)."""
-    x = as_tensor(x)
+def triu(x, k=None, *, diagonal=None):
+    """x with the elements below the k-th diagonal set to 0 (keeps j >= i + k in the last two axes);
+    PyTorch's diagonal= is k."""
+    x, k = as_tensor(x), spelling("triu", "k", k, "diagonal", diagonal, 0)
     return _triangle("triu", x, ~np.tri(*x.shape[-2:], k=k - 1, dtype=bool))
 
 

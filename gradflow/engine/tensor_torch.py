@@ -11,6 +11,8 @@ and that runs too, because of this file:
   x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
 - names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
   topk, and the dtype conversions to, float, double, long, int, bool, type_as.
+- and sort, pow, nelement, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
+  tensor as its number in f-strings (f"{loss:.4f}": __format__).
 
 Nothing here records an op of its own: each method is a tensor.py method (or a few of them) under
 PyTorch's name, so what it computes, and its gradient, is tensor.py's. The in-place methods
