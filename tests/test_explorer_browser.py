@@ -7,7 +7,9 @@ GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also
 pictures docs/explorer.md shows, as docs/explorer-*.png.
 """
 
+import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -290,4 +292,32 @@ def test_each_step_shows_what_flows_in_the_rule_and_what_flows_out_on_one_screen
                 worked = opened.tab.inner_text("#panel pre.worked")
                 i = int(np.argmax(np.abs(out["relu_h"].grad)))
                 assert f"dL/dh[{i}] = g[{i}] * [h[{i}] > 0]" in worked
+    assert opened.errors == []
+
+
+@pytest.mark.parametrize("which", ["toy", "gpt"])
+def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, which):
+    path, page = {"toy": toy, "gpt": gpt}[which][:2]
+    stops = json.loads(re.search(r'id="gf-data">(.*?)</script>', page.html, re.S).group(1))["tour"]
+    assert 6 <= len(stops) <= 10
+    opened = Opened(browser, path, LAPTOP)
+    opened.tab.click("#tour-start")
+    captions = []
+    for k, stop in enumerate(stops):
+        assert opened.tab.inner_text("#tour-count") == f"{k + 1} / {len(stops)}"
+        captions.append(opened.tab.inner_text("#tour-caption"))
+        assert captions[-1] == stop["caption"]
+        assert opened.tab.locator("#canvas g.node.toured").get_attribute("id") == stop["node"]
+        assert opened.tab.evaluate(INSIDE, [stop["node"]]) == [stop["node"]], f"stop {k + 1} is off screen"
+        if stop["step"]:
+            assert opened.tab.get_attribute("#status", "data-unit") == stop["node"]
+            assert opened.tab.inner_text("#status").startswith(stop["step"])
+        opened.screenshot(f"tour-{which}-{k + 1}")
+        if k < len(stops) - 1:
+            opened.tab.click("#tour-next")
+    assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions)
+    assert "backward" in " ".join(captions).lower() and "gradient of the weight" in captions[-1]
+    opened.tab.keyboard.press("Escape")  # leave the tour, explore freely from here
+    assert opened.tab.locator("#tour").is_hidden() and opened.tab.locator("#canvas g.node.toured").count() == 0
+    opened.tab.keyboard.press("ArrowRight")
     assert opened.errors == []

@@ -31,6 +31,7 @@ from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 from gradflow.nn.module import Module
 from gradflow.tools.explore_page import page_html
+from gradflow.tools.explore_tour import tour
 from gradflow.tools.explore_training import training_data
 from gradflow.tools.explore_view import Exploration
 from gradflow.tools.graph import backward_keeping_every_grad
@@ -104,6 +105,7 @@ def explore(
             ran = backward_keeping_every_grad(root, "explore", retain_graph=True)
     exploration = Exploration(root, model, names or {}, max_decompositions)
     data = exploration.data(tokens)
+    data["tour"] = tour(exploration.views)
     if training is not None:
         data["training"] = training_data(training)
     data["title"] = title or "gradflow explorer"

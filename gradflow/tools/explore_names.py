@@ -12,7 +12,7 @@ An operand longer than SHORT characters is written `…`, so that no name outgro
 
 from gradflow.tools.graph import _index_text
 
-SHORT = 14
+SHORT = 20
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@"}
 
 

@@ -117,7 +117,7 @@ class Exploration:
 
     def view(self, g, scope, title, parent):
         index = len(self.views)
-        v = {"title": title, "parent": parent, "nodes": {}, "edges": [], "steps": [], "order": []}
+        v = {"title": title, "parent": parent, "nodes": {}, "edges": [], "steps": [], "main": g is self.graphs[0]}
         self.views.append(v)
         depth = len(scope)
         ops = [op for op in g.ops if _within(op.scope, scope)]

@@ -5,7 +5,7 @@
 
 const DATA = JSON.parse(document.getElementById("gf-data").textContent);
 const views = {};
-const state = { view: null, index: -1, step: -1, selected: null, box: null };
+const state = { view: null, index: -1, step: -1, selected: null, box: null, tour: null };
 
 function view(i) {
   if (!(i in views)) views[i] = JSON.parse(document.getElementById("gf-view-" + i).textContent);
@@ -117,12 +117,19 @@ function histogram(h) {
   return svg;
 }
 
-function arrayView(s, cls) {
-  // every number of a small array; a heat map, a histogram and statistics of a large one
+const WIDEST = 8;  // columns the panel shows as numbers
+
+function arrayView(s, cls, compact) {
+  // every number of a small array; a heat map, a histogram and statistics of a large one (compact: of
+  // anything more than a few rows, so that a step's three stages fit one screen)
   if (!s) return el("p", { class: "hint", text: "none (no gradient reached it, or backward has not run)" });
   const box = el("div", { class: "array " + cls });
   if (s.note) box.append(el("p", { class: "hint", text: s.note }));
-  if (s.values) box.append(valuesTable(s.shape, s.values, cls));
+  const cols = s.shape.length ? s.shape[s.shape.length - 1] : 1;
+  if (s.values && (cols > WIDEST || (compact && s.values.length > 4 * WIDEST))) {  // too wide for numbers in the panel: a heat map of every one
+    box.append(el("div", { class: "hint", text: `heat map of all ${s.values.length} numbers, rows of ${cols}: red > 0, blue < 0` }));
+    box.append(heatCanvas(s.values.length / cols, cols, s.values, true));
+  } else if (s.values) box.append(valuesTable(s.shape, s.values, cls));
   if (s.heat) {
     const shape = s.shape;
     const lead = shape.length > 2 ? `[${shape.slice(0, -2).map(() => 0).join(", ")}, :, :]` : "";
@@ -355,14 +362,14 @@ function opPanel(p, id, info) {
     const box = el("section", { class: "stage stage-in" }, el("h3", { text: "① values in" }));
     for (const [t, i] of inputs) {
       const x = tensorAt(t);
-      box.append(named(t, info.input_names[i] + " = "), x ? arrayView(x.data, "data in-" + i) : null);
+      box.append(named(t, info.input_names[i] + " = "), x ? arrayView(x.data, "data in-" + i, true) : null);
     }
     p.append(box);
     p.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), formula(info.doc)));
-    p.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out") : null));
+    p.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out", true) : null));
   } else {
     const title = out ? out.title : "out";
-    p.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in") : null));
+    p.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in", true) : null));
     const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" }), formula(info.doc));
     if (info.worked) rule.append(el("div", { class: "hint", text: "one element, with these numbers:" }), el("pre", { class: "worked", text: info.worked.join("\n") }));
     p.append(rule);
@@ -370,7 +377,7 @@ function opPanel(p, id, info) {
     for (const [t, i] of inputs) {
       const x = tensorAt(t);
       box.append(named(t, `${info.input_names[i]}: to `));
-      if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i));
+      if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i, true));
       else box.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
       if (x && x.arrivals) box.append(sharesOf(x));
     }
@@ -488,10 +495,44 @@ document.addEventListener("keydown", e => {
   else if (e.key === "ArrowLeft") step(-1);
   else if (e.key === "Home") { state.step = -1; showStep(); }
   else if (e.key === "b") { state.step = steps().length - 1; showStep(); }
+  else if (e.key === "Escape" && state.tour != null) leaveTour();
   else if (e.key === "Escape" && DATA.views[state.index].parent != null) openView(DATA.views[state.index].parent);
   else return;
   e.preventDefault();
 });
+
+// --- the guided tour: captioned stops (explore_tour.py), each opening a view at a node -----------------
+
+function tourAt(k) {
+  const stops = DATA.tour;
+  state.tour = k;
+  const s = stops[k];
+  document.getElementById("tour").hidden = false;  // first: the strip takes height from the graph
+  if (state.index !== s.view) openView(s.view);
+  const i = steps().indexOf(s.node), n = steps().length;
+  state.step = s.step && i >= 0 ? (s.step === "forward" ? i : 2 * n - 1 - i) : -1;
+  showStep();
+  if (state.step < 0) { select(s.node); centreOn([s.node]); }
+  for (const g of canvas.querySelectorAll("g.node.toured")) g.classList.remove("toured");
+  const g = document.getElementById(s.node);
+  if (g) g.classList.add("toured");
+  document.getElementById("tour-count").textContent = `${k + 1} / ${stops.length}`;
+  document.getElementById("tour-caption").textContent = s.caption;
+  document.getElementById("tour-prev").disabled = k === 0;
+  document.getElementById("tour-next").disabled = k === stops.length - 1;
+}
+
+function leaveTour() {
+  state.tour = null;
+  document.getElementById("tour").hidden = true;
+  for (const g of canvas.querySelectorAll("g.node.toured")) g.classList.remove("toured");
+}
+
+document.getElementById("tour-start").onclick = () => tourAt(0);
+document.getElementById("tour-next").onclick = () => tourAt(Math.min(state.tour + 1, DATA.tour.length - 1));
+document.getElementById("tour-prev").onclick = () => tourAt(Math.max(state.tour - 1, 0));
+document.getElementById("tour-leave").onclick = leaveTour;
+if (!DATA.tour.length) document.getElementById("tour-start").hidden = true;
 
 // --- tabs ---------------------------------------------------------------------------------------------
 
