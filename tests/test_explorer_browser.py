@@ -321,3 +321,35 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
     assert opened.tab.locator("#tour").is_hidden() and opened.tab.locator("#canvas g.node.toured").count() == 0
     opened.tab.keyboard.press("ArrowRight")
     assert opened.errors == []
+
+
+def test_the_training_tab_shows_whole_axis_labels_and_a_health_curve(browser, tmp_path):
+    model = ToyModel()
+    out = model.walkthrough(model.encode("the cat sat"), target=model.config.vocab.index("on"))
+    losses = [{"step": s, "loss": 4.5 * 0.99**s} for s in range(211)]
+    evals = [{"step": s, "train_loss": 4.5 * 0.99**s, "val_loss": 4.6 * 0.99**s} for s in (0, 50, 100, 150, 200, 210)]
+    for n, e in enumerate(evals[1:]):
+        e["blocks"] = {
+            b: {"grad_norm": (1 + k) / (1 + n), "update_ratio": 1e-3} for k, b in enumerate(["emb", "blocks.0"])
+        }
+    for metrics, points in [(losses + evals, 5), (losses + evals[:2], 1)]:
+        page = explore(out["loss"], model=model, training={"metrics": metrics, "snapshots": {}})
+        opened = Opened(browser, page.write(tmp_path / f"run{points}.html", force=True), LAPTOP)
+        opened.tab.click("#tabs button[data-tab=training]")
+        for card in ("loss", "health"):
+            inside = opened.tab.evaluate(
+                """card => {
+                  const svg = document.querySelector(`.card.${card} svg`).getBoundingClientRect();
+                  return [...document.querySelectorAll(`.card.${card} svg text`)].map(t => {
+                    const r = t.getBoundingClientRect();
+                    return [t.textContent, r.left >= svg.left && r.right <= svg.right && r.top >= svg.top];
+                  });
+                }""",
+                card,
+            )
+            assert all(whole for _, whole in inside), inside
+            assert [t for t, _ in inside][-1] == "210"  # the last step, every digit
+        assert opened.tab.locator(".card.health polyline").count() == 2
+        why = opened.tab.locator(".card.health .why")
+        assert why.count() == (points < 3) and (points >= 3 or "eval-interval" in why.inner_text())
+        assert opened.errors == []

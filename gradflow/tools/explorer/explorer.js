@@ -540,7 +540,7 @@ for (const b of document.querySelectorAll("#tabs button")) {
   b.onclick = () => {
     for (const o of document.querySelectorAll("#tabs button")) o.classList.toggle("active", o === b);
     for (const t of ["graph", "attention", "training"]) document.getElementById(t + "-tab").hidden = t !== b.dataset.tab;
-    document.getElementById("stepper").style.visibility = b.dataset.tab === "graph" ? "visible" : "hidden";
+    for (const id of ["stepper", "tour-start"]) document.getElementById(id).style.visibility = b.dataset.tab === "graph" ? "visible" : "hidden";
     if (b.dataset.tab === "graph") fit();
   };
 }
@@ -608,7 +608,7 @@ function training() {
     const s = steps[slider.value];
     label.textContent = s;
     out.innerHTML = "";
-    out.append(lossCard(t, s), blocksCard(t, s), weightCard(t, s));
+    out.append(lossCard(t, s), healthCard(t, s), blocksCard(t, s), weightCard(t, s));
   };
   slider.oninput = show;
   show();
@@ -620,33 +620,70 @@ function atOrBefore(list, s) {
   return found;
 }
 
-function lossCard(t, s) {
-  const W = 420, H = 200, ns = "http://www.w3.org/2000/svg";
-  const pts = t.losses.length ? t.losses : t.evals.map(e => [e.step, e.train_loss]);
-  const card = el("div", { class: "card" }, el("h3", { text: "loss" }));
-  if (!pts.length) return card;
-  const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]);
+const PALETTE = ["#6366f1", "#dc2626", "#059669", "#d97706", "#0891b2", "#9333ea", "#4b5563", "#db2777"];
+
+function runSteps(t) {
+  const steps = [...t.losses.map(p => p[0]), ...t.evals.map(e => e.step)];
+  return [Math.min(...steps), Math.max(...steps)];
+}
+
+function plot(series, s, log, span) {
+  // lines of (step, value) points, the step s marked; axes labelled inside the drawing (left margin
+  // wide enough for "0.0001", the right label anchored at its end so that no digit is cut)
+  const W = 420, H = 200, L = 52, R = 12, T = 10, B = 22, ns = "http://www.w3.org/2000/svg";
+  const f = v => (log ? Math.log10(Math.max(v, 1e-30)) : v);
+  const pts = series.flatMap(x => x.points);
+  const xs = [...span, ...pts.map(p => p[0])], ys = pts.map(p => f(p[1]));
   const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys), y1 = Math.max(...ys, y0 + 1e-9);
-  const X = x => 30 + ((x - x0) / (x1 - x0)) * (W - 40), Y = y => 10 + (1 - (y - y0) / (y1 - y0)) * (H - 30);
+  const X = x => L + ((x - x0) / (x1 - x0)) * (W - L - R), Y = y => T + (1 - (f(y) - y0) / (y1 - y0)) * (H - T - B);
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", W);
   svg.setAttribute("height", H);
-  const line = document.createElementNS(ns, "polyline");
-  line.setAttribute("points", pts.map(p => `${X(p[0])},${Y(p[1])}`).join(" "));
-  line.setAttribute("fill", "none");
-  line.setAttribute("stroke", "#6366f1");
-  const mark = document.createElementNS(ns, "line");
-  for (const [k, v] of [["x1", X(s)], ["x2", X(s)], ["y1", 5], ["y2", H - 20], ["stroke", "#dc2626"]]) mark.setAttribute(k, v);
-  svg.append(line, mark);
-  for (const [x, y, text] of [[30, H - 5, x0], [W - 10, H - 5, x1], [2, 14, fmt(y1)], [2, H - 22, fmt(y0)]]) {
-    const tx = document.createElementNS(ns, "text");
-    tx.setAttribute("x", x); tx.setAttribute("y", y); tx.setAttribute("font-size", "10");
-    tx.textContent = text;
-    svg.append(tx);
-  }
+  svg.setAttribute("class", "plot");
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text != null) e.textContent = text;
+    svg.append(e);
+  };
+  add("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: "#e5e7eb" });
+  series.forEach((x, i) => {
+    const colour = PALETTE[i % PALETTE.length];
+    add("polyline", { points: x.points.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none", stroke: colour });
+    for (const p of x.points.length < 4 ? x.points : []) add("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: colour });
+  });
+  add("line", { x1: X(s), x2: X(s), y1: T, y2: H - B, stroke: "#dc2626" });
+  const top = log ? 10 ** y1 : y1, bottom = log ? 10 ** y0 : y0;
+  add("text", { x: L - 4, y: T + 10, "font-size": 11, "text-anchor": "end" }, fmt(top));
+  add("text", { x: L - 4, y: H - B, "font-size": 11, "text-anchor": "end" }, fmt(bottom));
+  add("text", { x: L, y: H - 6, "font-size": 11, "text-anchor": "start" }, "step " + x0);
+  add("text", { x: W - R, y: H - 6, "font-size": 11, "text-anchor": "end" }, String(x1));
+  return svg;
+}
+
+function lossCard(t, s) {
+  const pts = t.losses.length ? t.losses : t.evals.map(e => [e.step, e.train_loss]);
+  const card = el("div", { class: "card loss" }, el("h3", { text: "loss" }));
+  if (!pts.length) return card;
+  card.append(plot([{ points: pts }], s, false, runSteps(t)));
   const e = atOrBefore(t.evals, s);
-  card.append(svg);
   if (e) card.append(el("div", { class: "stats", text: `evaluation at step ${e.step}: train ${fmt(e.train_loss)}, val ${fmt(e.val_loss)}` + ("grad_norm" in e ? `, gradient norm ${fmt(e.grad_norm)}` : "") }));
+  return card;
+}
+
+function healthCard(t, s) {
+  // each block's gradient norm over the run's evaluations, where the trainer measures it
+  const card = el("div", { class: "card health" }, el("h3", { text: "gradient norm per block, at each evaluation" }));
+  const measured = t.evals.filter(x => x.blocks);
+  if (measured.length) {
+    const names = Object.keys(measured[measured.length - 1].blocks);
+    const series = names.map(n => ({ points: measured.filter(x => n in x.blocks).map(x => [x.step, x.blocks[n].grad_norm]) }));
+    card.append(plot(series, s, true, runSteps(t)));
+    card.append(el("div", { class: "keys" }, ...names.map((n, i) => el("span", { style: `color:${PALETTE[i % PALETTE.length]}`, text: "— " + n }))));
+  }
+  if (measured.length < 3) {
+    card.append(el("p", { class: "hint why", text: `${measured.length} point${measured.length === 1 ? "" : "s"}: the trainer measures these at each evaluation (every --eval-interval steps, and at the last step). Train with a smaller --eval-interval for a curve.` }));
+  }
   return card;
 }
 
