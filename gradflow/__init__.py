@@ -40,8 +40,10 @@ from gradflow.engine.creation import (
 from gradflow.engine.dtype import bool_, float32, float64, get_default_dtype, int32, int64, set_default_dtype
 from gradflow.engine.functions import (
     abs,
+    allclose,
     argmax,
     argmin,
+    bmm,
     cat,
     clamp,
     clip,
@@ -63,6 +65,7 @@ from gradflow.engine.functions import (
     minimum,
     neg,
     numel,
+    outer,
     permute,
     pow,
     relu,
@@ -78,6 +81,7 @@ from gradflow.engine.functions import (
     sqrt,
     squeeze,
     stack,
+    std,
     sum,
     tanh,
     topk,
@@ -119,8 +123,8 @@ __all__ = [
     "set_rng_state", "split", "stack", "Tensor", "tensor", "topk", "tril", "triu", "use_kernels",
     "warn_grad_accumulation", "where", "zeros", "zeros_like",
     # PyTorch's functions of tensors (torch.tanh(x) is x.tanh()), factories and constants
-    "abs", "clamp", "clip", "cos", "cumsum", "e", "einsum", "exp", "flatten", "flip", "gather", "inf",
-    "inference_mode", "linspace", "log", "log_softmax", "logsumexp", "max", "mean", "min", "nan", "neg",
-    "permute", "pi", "pow", "randperm", "relu", "reshape", "roll", "rsqrt", "scatter_add", "sigmoid", "sin",
-    "softmax", "sort", "sqrt", "squeeze", "sum", "tanh", "transpose", "unsqueeze", "var",
+    "abs", "allclose", "bmm", "clamp", "clip", "cos", "cumsum", "e", "einsum", "exp", "flatten", "flip", "gather",
+    "inf", "inference_mode", "linspace", "log", "log_softmax", "logsumexp", "max", "mean", "min", "nan", "neg",
+    "outer", "permute", "pi", "pow", "randperm", "relu", "reshape", "roll", "rsqrt", "scatter_add", "sigmoid",
+    "sin", "softmax", "sort", "sqrt", "squeeze", "std", "sum", "tanh", "transpose", "unsqueeze", "var",
 ]  # fmt: skip

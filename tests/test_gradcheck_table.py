@@ -15,7 +15,7 @@ permute transpose swapaxes T squeeze unsqueeze expand index masked_fill where tr
 split cross_entropy layer_norm rms_norm F.gelu F.silu dropout embedding attention gf.maximum linear rope
 clone contiguous view flatten chunk repeat topk clamp double to type_as
 F.relu F.tanh F.sigmoid F.softmax F.log_softmax mse_loss l1_loss nll_loss
-sin cos cumsum sort gather scatter_add flip roll F.pad einsum pow
+sin cos cumsum sort gather scatter_add flip roll F.pad einsum pow std
 """.split()
 
 

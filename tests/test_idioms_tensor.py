@@ -202,6 +202,14 @@ IDIOMS = [
     ("gf.unsqueeze(x, 0)",                        "torch.unsqueeze(x, 0)"),
     ("gf.flatten(x, 1)",                          "torch.flatten(x, 1)"),
     ("gf.tril(x, diagonal=-1)",                   "torch.tril(x, diagonal=-1)"),
+    ("x.std(dim=1)",                              "x.std(dim=1)"),
+    ("x.std(dim=(0, 1), keepdim=True)",           "x.std(dim=(0, 1), keepdim=True)"),
+    ("gf.std(x, dim=-1, unbiased=False)",         "torch.std(x, dim=-1, unbiased=False)"),
+    ("gf.bmm(x, x.transpose(1, 2))",              "torch.bmm(x, x.transpose(1, 2))"),
+    ("gf.outer(x[0, 0], x[1, 1, :3])",            "torch.outer(x[0, 0], x[1, 1, :3])"),
+    ("gf.allclose(x, x + 1e-9)",                  "torch.allclose(x, x + 1e-9)"),
+    ("gf.allclose(x, x.flip(0))",                 "torch.allclose(x, x.flip(0))"),
+    ("(x * 2).detach().requires_grad_()",         "(x * 2).detach().requires_grad_()"),
     ("gf.triu(x[0], 1)",                          "torch.triu(x[0], 1)"),
     # factories and constants
     ("gf.linspace(0, 1, 7)",                      "torch.linspace(0, 1, 7)"),
@@ -1098,6 +1106,8 @@ def test_inference_mode_records_nothing_as_a_context_and_a_decorator():
         (lambda x: gf.linspace(0, 1, -1), ValueError, "linspace: steps must be a non-negative integer, got -1"),
         (lambda x: gf.linspace(0, 1, 3, device="cuda"), ValueError, "linspace: gradflow runs on numpy on the CPU"),
         (lambda x: gf.randperm(-2), ValueError, "randperm: n must be a non-negative integer, got -2"),
+        (lambda x: gf.bmm(x, x.T), ValueError, "bmm: needs two 3-D tensors with the same batch size, got shapes"),
+        (lambda x: gf.outer(x, x[0]), ValueError, "outer: needs two vectors, got shapes (2, 3) and (3,)"),
     ],
 )
 def test_refusals_of_the_new_forms_name_the_op_and_the_argument(call, error, message):

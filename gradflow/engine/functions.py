@@ -34,12 +34,12 @@ def _method_as_function(name):
 # the Tensor methods PyTorch programs call as torch.X(x, ...)
 (
     abs, clamp, clip, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp, mean, neg,
-    permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort, sqrt, squeeze, sum,
-    tanh, transpose, unsqueeze, var,
+    permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort, sqrt, squeeze, std,
+    sum, tanh, transpose, unsqueeze, var,
 ) = map(_method_as_function, """
     abs clamp clip cos cumsum exp flatten flip gather log log_softmax logsumexp mean neg
-    permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort sqrt squeeze sum
-    tanh transpose unsqueeze var""".split())  # fmt: skip
+    permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort sqrt squeeze std
+    sum tanh transpose unsqueeze var""".split())  # fmt: skip
 
 
 def max(input, *args, **kwargs):
@@ -59,6 +59,27 @@ def min(input, *args, **kwargs):
 def pow(input, exponent):
     """input ** exponent; either may be a number (torch.pow(2, x) is 2 ** x)."""
     return _binary(ops.Pow, input, exponent)
+
+
+def bmm(a, b):
+    """a @ b for two batches of matrices, (B, n, k) @ (B, k, m) -> (B, n, m), as PyTorch's bmm."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: needs two 3-D tensors with the same batch size, got shapes {a.shape} and {b.shape}")
+    return a @ b
+
+
+def outer(a, b):
+    """y[i, j] = a[i] b[j] for two vectors, as PyTorch's outer: a product, so its gradient is Mul's."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer: needs two vectors, got shapes {a.shape} and {b.shape}")
+    return a.reshape(-1, 1) * b
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True if |a - b| <= atol + rtol |b| everywhere (with broadcasting), as PyTorch's and numpy's allclose."""
+    return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 class inference_mode(no_grad):

@@ -422,6 +422,11 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
             )
         return self._reduce("var", ops.Var, axes, keepdims, ddof=ddof)
 
+    def std(self, *args, **kwargs):
+        """The standard deviation: sqrt(x.var(...)) with the same arguments, so the same rule holds (with
+        PyTorch's dim= the unbiased estimate, with numpy's axis= the population one)."""
+        return self.var(*args, **kwargs).sqrt()
+
     @pytorch_keywords(answered_by=max_as_pytorch)  # x.max(dim=1): PyTorch's (values, indices)
     def max(self, axis=None, keepdims=False):
         """The largest values over axis, as numpy's max; the gradient of a tie is split evenly among

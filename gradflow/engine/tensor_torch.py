@@ -11,7 +11,7 @@ and that runs too, because of this file:
   x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
 - names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
   topk, and the dtype conversions to, float, double, long, int, bool, type_as.
-- and sort, pow, nelement, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
+- and sort, pow, nelement, requires_grad_, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
   tensor as its number in f-strings (f"{loss:.4f}": __format__).
 
 Nothing here records an op of its own: each method is a tensor.py method (or a few of them) under
@@ -286,6 +286,11 @@ class PyTorchNames:
     def nelement(self):
         """The number of elements (PyTorch's other name for numel)."""
         return self.numel()
+
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad on this tensor and return it: w = gf.randn(3, 4).requires_grad_()."""
+        self.requires_grad = requires_grad
+        return self
 
     def __index__(self):
         """A one-element integer tensor used where Python wants an index: range(n)[t], lst[t]."""

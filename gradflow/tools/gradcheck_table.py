@@ -176,6 +176,7 @@ CASES = [
     *_cases("min dim", lambda x: x.min(dim=0).values, ((3, 4),)),
     *_cases("sum dim keepdim", lambda x: x.sum(dim=(0, 2), keepdim=True), ((2, 3, 4),)),
     *_cases("var dim (unbiased)", lambda x: x.var(dim=1), ((3, 4),)),
+    *_cases("std", lambda x: x.std(dim=0, keepdim=True) * x.std(), ((3, 4),)),
     *_cases("clamp", lambda x: x.clamp(-0.5, 0.8), ((3, 4),)),
     *_cases("pow method", lambda x: x.pow(3) + x.pow(x), ((3, 4),), positive=True),
     *_cases("sort", lambda x: x.sort().values, ((3, 5),)),
