@@ -1,15 +1,19 @@
 """The explorer's page in a real browser (headless Chromium, driven by Playwright's Python package): it
 opens from disk with no network, a click shows the engine's numbers, step mode walks backward, and
-a fused attention op opens into its scores.
+a fused attention op opens into its scores. At laptop (1366x768) and desktop (1920x1080) sizes the
+node text is readable, a step's op and its neighbours are on screen and its panel holds gradient in,
+rule and gradient out; the tour runs; hostile names cannot blank a page or run.
 
 Skipped without Chromium (/usr/bin/chromium, Debian's package) or playwright, unless
 GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also saves the
-pictures docs/explorer.md shows, as docs/explorer-*.png.
+pictures docs/explorer.md shows, as docs/explorer-*.png, and one of each tour stop in the temporary
+folder's gradflow-explorer-screenshots/.
 """
 
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 ARGS += ["--disable-sync", "--no-first-run"]
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+SHOTS = Path(tempfile.gettempdir()) / "gradflow-explorer-screenshots"
 REQUIRED = os.environ.get("GRADFLOW_REQUIRE_BROWSER") == "1"
 
 try:
@@ -88,9 +93,12 @@ class Opened:
     def numbers(self, selector):
         return [float(s) for s in self.tab.locator(selector).all_inner_texts()]
 
-    def screenshot(self, name):
+    def screenshot(self, name, docs=True):
+        """docs/explorer-NAME.png, or, for a picture to look at but not to publish, one in SHOTS."""
         if os.environ.get("GRADFLOW_SCREENSHOTS") == "1":
-            self.tab.screenshot(path=str(DOCS / f"explorer-{name}.png"))
+            SHOTS.mkdir(exist_ok=True)
+            self.tab.wait_for_timeout(300)  # the step's fade (explorer.css) has ended
+            self.tab.screenshot(path=str((DOCS if docs else SHOTS) / f"explorer-{name}.png"))
 
 
 def node_id(page, name, view=0):
@@ -125,7 +133,7 @@ def test_stepping_backward_lights_each_op_in_reverse(browser, toy):
     op = views(page)[0]["nodes"][steps[-5]]
     shown = [t for t in op["inputs"] if t is not None and t in views(page)[0]["nodes"]]
     assert opened.tab.locator("#canvas g.edge.grad").count() == len(shown)  # the gradient's arrows, lit
-    opened.screenshot("backward")
+    opened.screenshot("stepping", docs=False)
     opened.tab.keyboard.press("ArrowLeft")
     assert opened.tab.get_attribute("#status", "data-unit") == steps[-4]
     assert opened.errors == [] and opened.requests == []
@@ -214,7 +222,7 @@ def test_node_text_is_readable_at_first_and_after_fit(browser, toy, gpt, which, 
     on_screen = opened.tab.evaluate(INSIDE, [g for g in views_of(path)[0]["nodes"]])
     assert on_screen, "nothing to start from on screen"
     if which == "toy":
-        opened.screenshot(f"toy-{size[0]}")
+        opened.screenshot(f"toy-{size[0]}", docs=size == LAPTOP)
     assert opened.errors == [] and opened.requests == []
 
 
@@ -289,6 +297,7 @@ def test_each_step_shows_what_flows_in_the_rule_and_what_flows_out_on_one_screen
             sent = [s for s in op["shares"] if s is not None]
             assert opened.tab.locator("#panel .stage-out table.share").count() == len(sent)
             if op["name"] == "relu":
+                opened.screenshot("backward")
                 worked = opened.tab.inner_text("#panel pre.worked")
                 i = int(np.argmax(np.abs(out["relu_h"].grad)))
                 assert f"dL/dh[{i}] = g[{i}] * [h[{i}] > 0]" in worked
@@ -312,7 +321,7 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
         if stop["step"]:
             assert opened.tab.get_attribute("#status", "data-unit") == stop["node"]
             assert opened.tab.inner_text("#status").startswith(stop["step"])
-        opened.screenshot(f"tour-{which}-{k + 1}")
+        opened.screenshot(f"tour-{which}-{k + 1}", docs=False)
         if k < len(stops) - 1:
             opened.tab.click("#tour-next")
     assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions)

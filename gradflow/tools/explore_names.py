@@ -6,8 +6,10 @@ or the expression that made it from its inputs' names.
     x[-1]           an index
     blocks.0 out    a tensor a module hands on, named by that module where the names inside it would be long
     0.7071          a one-number constant, by its value
+    q               a reshaped or permuted tensor, by the name its one reader gives it (explore_view.py)
 
-An operand longer than SHORT characters is written `…`, so that no name outgrows its box.
+An operand longer than SHORT characters keeps the last parts of a dotted name (attn.q_proj out), or
+is written `…`, so that no name outgrows its box.
 """
 
 from gradflow.tools.graph import _index_text
@@ -24,6 +26,10 @@ def _swaps_last_two(op):
 
 
 def _operand(text, infix=False):
+    short = text
+    while (len(short) > SHORT or short[0].isdigit()) and "." in short.split(" ")[0]:
+        short = short.split(".", 1)[1]  # a dotted name keeps its last parts, never a bare index
+    text = short if short != text and len(short) <= SHORT else text
     if len(text) > SHORT:
         return "…"
     return f"({text})" if infix and " " in text else text

@@ -25,6 +25,7 @@ from gradflow.tools.explore_worked import worked
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
 
 PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
+REARRANGES = ("reshape", "permute")  # the same numbers in another shape: named by what reads them
 
 
 def brief(a):
@@ -190,9 +191,19 @@ class Exploration:
                 leaves = op.scope[len(home)] if len(op.scope) > len(home) else None
                 if id(leaves) in self.module_names:
                     g.titles[id(t)] = f"{self.module_names[id(leaves)]} out"
+                elif op.name in REARRANGES and self.read_as(g, t):
+                    g.titles[id(t)] = self.read_as(g, t)
                 else:
                     g.titles[id(t)] = expression(op, [None if i is None else self.title(g, i) for i in op.inputs])
         return g.titles[id(t)]
+
+    def read_as(self, g, t):
+        """The name its one reader's forward gives it (attention's q, k, v), if that says more than x."""
+        readers = g.readers.get(t, [])
+        if len(readers) != 1:
+            return None
+        names = [n for u, n in zip(readers[0].inputs, _input_names(readers[0])) if u is t]
+        return names[0] if names and names[0] not in ("x", "a", "b") and not names[0].startswith("x") else None
 
     def module_path(self, scope):
         if not scope:
