@@ -322,6 +322,8 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
             assert opened.tab.get_attribute("#status", "data-unit") == stop["node"]
             assert opened.tab.inner_text("#status").startswith(stop["step"])
         opened.screenshot(f"tour-{which}-{k + 1}", docs=False)
+        if which == "gpt" and stop["caption"].startswith("Backward through attention"):
+            opened.screenshot("tour")
         if k < len(stops) - 1:
             opened.tab.click("#tour-next")
     assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions)

@@ -10,6 +10,8 @@ view, puts step mode on the node (or selects it) and shows the caption. The lear
 at any stop and explores from there.
 """
 
+import numpy as np
+
 LR = 0.1  # the learning rate of the update the last stop works out
 
 DOES = {
@@ -60,9 +62,10 @@ def _update(weight):
     if "values" in data and "values" in grad:
         k = max(range(len(grad["values"])), key=lambda i: abs(grad["values"][i]))
         w, g = data["values"][k], grad["values"][k]
+        at = ", ".join(str(int(i)) for i in np.unravel_index(k, weight["shape"]))
         return (
-            f"An SGD step w <- w - {LR} dL/dw moves its number {k} (flat), the one with the largest gradient, "
-            f"from {w:.4g} to {w:.4g} - {LR} * {g:.4g} = {w - LR * g:.4g}."
+            f"An SGD step w <- w - {LR} dL/dw moves {weight['title']}[{at}], the number with the largest "
+            f"gradient, from {w:.4g} to {w:.4g} - {LR} * {g:.4g} = {w - LR * g:.4g}."
         )
     return f"An SGD step w <- w - {LR} dL/dw moves it by {LR} * {grad['stats']['norm']:.4g} in norm."
 
