@@ -31,15 +31,16 @@ def _method_as_function(name):
     return function
 
 
-# the Tensor methods PyTorch programs call as torch.X(x, ...)
+# the Tensor methods PyTorch programs call as torch.X(x, ...) (abs, max, min, pow and sum, here and
+# below, take the place of Python's own in this file)
 (
-    abs, clamp, clip, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp, mean, neg,
-    permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort, sqrt, squeeze, std,
-    sum, tanh, transpose, unsqueeze, var,
+    abs, chunk, clamp, clip, clone, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp,
+    masked_fill, mean, neg, permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort,
+    sqrt, squeeze, std, sum, tanh, transpose, unsqueeze, var,
 ) = map(_method_as_function, """
-    abs clamp clip cos cumsum exp flatten flip gather log log_softmax logsumexp mean neg
-    permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort sqrt squeeze std
-    sum tanh transpose unsqueeze var""".split())  # fmt: skip
+    abs chunk clamp clip clone cos cumsum exp flatten flip gather log log_softmax logsumexp
+    masked_fill mean neg permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort
+    sqrt squeeze std sum tanh transpose unsqueeze var""".split())  # fmt: skip
 
 
 def max(input, *args, **kwargs):
