@@ -8,18 +8,22 @@ x.grad
 
 The package is layered; each folder may import only the ones listed before it:
 engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast (tuned kernels)
--> nn -> optim -> text -> pretrained -> training, inference -> tools -> exercises -> cli (the
-only one that imports gradflow.models). Start reading at engine/autograd.py.
+-> nn -> optim -> text, cuda, utils -> pretrained -> training, inference -> tools -> exercises -> cli
+(the only one that imports gradflow.models). Start reading at engine/autograd.py.
 """
 
 from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ...
 
-from gradflow import fast, nn, optim
+from gradflow import amp, backends, cuda, distributed, fast, nn, optim, utils
+from gradflow.amp import autocast
+from gradflow.backends import get_float32_matmul_precision, set_float32_matmul_precision
 from gradflow.engine import autograd, kernels, ops
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
 from gradflow.engine.creation import (
     arange,
+    empty,
+    empty_like,
     from_numpy,
     full,
     full_like,
@@ -37,7 +41,19 @@ from gradflow.engine.creation import (
     zeros,
     zeros_like,
 )
-from gradflow.engine.dtype import bool_, float32, float64, get_default_dtype, int32, int64, set_default_dtype
+from gradflow.engine.device import device
+from gradflow.engine.dtype import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int32,
+    int64,
+    set_default_dtype,
+)
 from gradflow.engine.functions import (
     abs,
     allclose,
@@ -97,7 +113,7 @@ from gradflow.engine.functions import (
 )
 from gradflow.engine.gradcheck import GradcheckError, gradcheck, numerical_grad
 from gradflow.engine.kernels import kernels_in_use, use_kernels
-from gradflow.engine.rng import get_rng_state, manual_seed, set_rng_state
+from gradflow.engine.rng import Generator, get_rng_state, manual_seed, set_rng_state
 from gradflow.engine.serialize import load, save
 from gradflow.engine.tensor import Tensor, matmul
 from gradflow.nn import functional
@@ -131,4 +147,7 @@ __all__ = [
     "mean", "min", "nan", "neg",
     "outer", "permute", "pi", "pow", "randperm", "relu", "reshape", "roll", "rsqrt", "scatter_add", "sigmoid",
     "sin", "softmax", "sort", "sqrt", "squeeze", "std", "sum", "tanh", "transpose", "unsqueeze", "var",
+    # the CPU-only device surface: devices, GPU questions answered, mixed precision off, data loading
+    "amp", "autocast", "backends", "bfloat16", "cuda", "device", "distributed", "empty", "empty_like", "float16",
+    "Generator", "get_float32_matmul_precision", "half", "set_float32_matmul_precision", "utils",
 ]  # fmt: skip

@@ -540,7 +540,9 @@ def test_dtype_names():
     assert gf.float is gf.float32 and gf.double is gf.float64 and gf.long is gf.int64 and gf.int is gf.int32
     assert gf.float32 == np.float32 and gf.int64 == np.int64 and gf.bool == np.bool_
     assert np.zeros(2, dtype=gf.long).dtype == np.int64
-    assert not hasattr(gf, "float16")  # gradients are checked in float32 and float64 only
+    assert gf.float16 == np.float16 and gf.half is gf.float16 and repr(gf.bfloat16) == "gradflow.bfloat16"
+    with pytest.raises(TypeError, match="not float16"):  # names only: gradients are checked in float32 and float64
+        gf.zeros(2, dtype=gf.float16)
 
 
 def test_float_casts_gradcheck_through_float32_with_a_wider_step():

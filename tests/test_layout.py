@@ -1,7 +1,7 @@
 """The package's layers: each folder imports only the folders below it, and only the CLI imports the models.
 
 The order, lowest first (gradflow/__init__.py says the same in words):
-engine -> fast -> nn, optim, text -> pretrained -> training, inference -> tools -> gradflow.models -> cli.
+engine -> fast -> nn, optim, text, cuda, utils -> pretrained -> training, inference -> tools -> gradflow.models -> cli.
 """
 
 import ast
@@ -13,7 +13,8 @@ import gradflow
 
 PACKAGE = Path(gradflow.__file__).parent
 MODELS = Path(__import__("gradflow.models", fromlist=["_"]).__file__).parent
-RANK = {"engine": 0, "fast": 1, "nn": 2, "optim": 2, "text": 2, "pretrained": 3, "training": 4, "inference": 4}
+RANK = {"engine": 0, "fast": 1, "nn": 2, "optim": 2, "text": 2, "cuda": 2, "utils": 2, "pretrained": 3}
+RANK |= {"training": 4, "inference": 4}
 RANK |= {"tools": 5, "exercises": 6, "models": 6, "cli": 7}
 FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p != MODELS)
 

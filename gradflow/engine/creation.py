@@ -1,16 +1,22 @@
-"""Making tensors: from data, filled with a value, ranges, and random draws from gradflow's generator."""
+"""Making tensors: from data, filled with a value, ranges, and random draws from gradflow's generator.
+
+Every factory takes PyTorch's keywords: dtype=, requires_grad=, device= (the CPU only: engine/device.py)
+and, for random draws, generator= (a gf.Generator of one's own: engine/rng.py).
+"""
 
 import numpy as np
 
 from gradflow.engine.checks import shape_arg
-from gradflow.engine.dtype import get_default_dtype, int64
-from gradflow.engine.rng import generator
+from gradflow.engine.device import on_cpu
+from gradflow.engine.dtype import as_dtype, get_default_dtype, int64
+from gradflow.engine.rng import generator as draws_from
 from gradflow.engine.tensor import Tensor
 
 
-def tensor(data, requires_grad=False, dtype=None):
+def tensor(data, requires_grad=False, dtype=None, *, device=None):
     """A new leaf tensor holding a copy of data (floats become the default dtype unless data is a numpy array)."""
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+    on_cpu("tensor", device)
+    return Tensor(data, requires_grad=requires_grad, dtype=None if dtype is None else as_dtype("tensor", dtype))
 
 
 def from_numpy(array):
@@ -22,9 +28,10 @@ def from_numpy(array):
     return Tensor._make(array, False, None)
 
 
-def _float(dtype):
-    """The dtype asked for, else the default float dtype."""
-    return np.dtype(dtype) if dtype is not None else get_default_dtype()
+def _float(op, dtype, device=None):
+    """The dtype asked for, else the default float dtype; on the CPU, the one device."""
+    on_cpu(op, device)
+    return as_dtype(op, dtype) if dtype is not None else get_default_dtype()
 
 
 def _shape(shape):
@@ -34,64 +41,77 @@ def _shape(shape):
     return shape
 
 
-def zeros(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.zeros(_shape(shape), _float(dtype)), requires_grad)
+def zeros(*shape, dtype=None, device=None, requires_grad=False):
+    return Tensor(np.zeros(_shape(shape), _float("zeros", dtype, device)), requires_grad)
 
 
-def ones(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.ones(_shape(shape), _float(dtype)), requires_grad)
+def ones(*shape, dtype=None, device=None, requires_grad=False):
+    return Tensor(np.ones(_shape(shape), _float("ones", dtype, device)), requires_grad)
 
 
-def full(shape, value, dtype=None, requires_grad=False):
+def empty(*shape, dtype=None, device=None, requires_grad=False):
+    """A tensor to be filled: zeros here (PyTorch leaves the memory as it finds it; a learner reading
+    the numbers should see no garbage)."""
+    return Tensor(np.zeros(_shape(shape), _float("empty", dtype, device)), requires_grad)
+
+
+def full(shape, value, dtype=None, device=None, requires_grad=False):
     """A tensor filled with value; an int value gives int64 and a bool gives bool, as in PyTorch."""
     if dtype is None and isinstance(value, (bool, int, np.integer, np.bool_)):
         dtype = np.bool_ if isinstance(value, (bool, np.bool_)) else np.int64
-    return Tensor(np.full(_shape((shape,)), value, _float(dtype)), requires_grad)
+    return Tensor(np.full(_shape((shape,)), value, _float("full", dtype, device)), requires_grad)
 
 
-def arange(start, stop=None, step=1, dtype=None, requires_grad=False):
+def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False):
     """Evenly spaced values in [start, stop); integers give int64, as in PyTorch."""
     start, stop = (0, start) if stop is None else (start, stop)
     if dtype is None and all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
         dtype = np.int64
-    return Tensor(np.arange(start, stop, step, dtype=_float(dtype)), requires_grad)
+    return Tensor(np.arange(start, stop, step, dtype=_float("arange", dtype, device)), requires_grad)
 
 
-def randn(*shape, dtype=None, requires_grad=False):
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal draws, N(0, 1)."""
-    return Tensor(generator().standard_normal(_shape(shape)).astype(_float(dtype)), requires_grad)
+    dtype = _float("randn", dtype, device)
+    return Tensor(draws_from(generator).standard_normal(_shape(shape)).astype(dtype), requires_grad)
 
 
-def rand(*shape, dtype=None, requires_grad=False):
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform draws in [0, 1)."""
-    return Tensor(generator().random(_shape(shape)).astype(_float(dtype)), requires_grad)
+    dtype = _float("rand", dtype, device)
+    return Tensor(draws_from(generator).random(_shape(shape)).astype(dtype), requires_grad)
 
 
-def _like(fn, x, dtype, requires_grad):
-    return fn(x.shape, dtype=x.dtype if dtype is None else dtype, requires_grad=requires_grad)
+def _like(fn, x, dtype, device, requires_grad):
+    return fn(x.shape, dtype=x.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(x, dtype=None, requires_grad=False):
-    return _like(zeros, x, dtype, requires_grad)
+def zeros_like(x, dtype=None, device=None, requires_grad=False):
+    return _like(zeros, x, dtype, device, requires_grad)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
-    return _like(ones, x, dtype, requires_grad)
+def ones_like(x, dtype=None, device=None, requires_grad=False):
+    return _like(ones, x, dtype, device, requires_grad)
 
 
-def full_like(x, value, dtype=None, requires_grad=False):
-    return full(x.shape, value, dtype=x.dtype if dtype is None else dtype, requires_grad=requires_grad)
+def empty_like(x, dtype=None, device=None, requires_grad=False):
+    return _like(empty, x, dtype, device, requires_grad)
 
 
-def randn_like(x, dtype=None, requires_grad=False):
-    return _like(randn, x, dtype, requires_grad)
+def full_like(x, value, dtype=None, device=None, requires_grad=False):
+    dtype = x.dtype if dtype is None else dtype
+    return full(x.shape, value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def rand_like(x, dtype=None, requires_grad=False):
-    return _like(rand, x, dtype, requires_grad)
+def randn_like(x, dtype=None, device=None, requires_grad=False):
+    return _like(randn, x, dtype, device, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None):
+def rand_like(x, dtype=None, device=None, requires_grad=False):
+    return _like(rand, x, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
     """Integers drawn uniformly from [low, high), int64: randint(low, high, size), or randint(high, size)
     from [0, high), as PyTorch's."""
     if size is None and isinstance(high, (tuple, list)):
@@ -102,13 +122,16 @@ def randint(low, high=None, size=None, dtype=None):
         raise TypeError("randint: give the shape to draw, e.g. gf.randint(0, 10, (3,))")
     if not low < high:
         raise ValueError(f"randint: low {low} must be less than high {high}")
-    return Tensor(generator().integers(low, high, _shape((size,))), dtype=int64 if dtype is None else dtype)
+    on_cpu("randint", device)
+    dtype = int64 if dtype is None else as_dtype("randint", dtype)
+    return Tensor(draws_from(generator).integers(low, high, _shape((size,))).astype(dtype), requires_grad)
 
 
-def multinomial(probs, num_samples, replacement=False):
+def multinomial(probs, num_samples, replacement=False, *, generator=None):
     """num_samples category indices drawn from each row of probs (weights: non-negative, not necessarily
     summing to 1), as PyTorch's multinomial: int64 of shape (num_samples,), or (rows, num_samples) for 2-D
-    probs. Without replacement each category is drawn at most once per row. Draws from gradflow's generator.
+    probs. Without replacement each category is drawn at most once per row. Draws from gradflow's generator,
+    or from generator= (a gf.Generator).
     """
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim not in (1, 2) or p.shape[-1] == 0:
@@ -126,7 +149,7 @@ def multinomial(probs, num_samples, replacement=False):
             f"multinomial: cannot draw {num_samples} samples without replacement from a row with "
             f"{nonzero.min()} nonzero weights (pass replacement=True to draw one more than once)"
         )
-    draws = [generator().choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows]
+    draws = [draws_from(generator).choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows]
     return Tensor(np.array(draws, dtype=np.int64).reshape(p.shape[:-1] + (num_samples,)))
 
 
@@ -135,9 +158,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     default float dtype unless dtype= says otherwise). gradflow computes on the CPU: device="cpu" only."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative integer, got {steps!r}")
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise ValueError(f"linspace: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
-    dtype = _float(dtype)
+    dtype = _float("linspace", dtype, device)
     # PyTorch's numbers to the last bit: step in dtype, the first half counted up from start and the second
     # half down from end, each value one rounding of start + i step (its fused multiply-add), which a wider
     # float gives here (numpy's linspace rounds differently and differs from PyTorch's in the last bit)
@@ -149,10 +170,11 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     return Tensor(np.where(i < steps // 2, up, down).astype(dtype), requires_grad)
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
-    """The integers 0 .. n-1 in a random order drawn from gradflow's generator (int64), as PyTorch's randperm."""
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """The integers 0 .. n-1 in a random order drawn from gradflow's generator (or generator=), int64, as
+    PyTorch's randperm."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"randperm: n must be a non-negative integer, got {n!r}")
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise ValueError(f"randperm: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
-    return Tensor(generator().permutation(n), requires_grad, dtype=int64 if dtype is None else dtype)
+    on_cpu("randperm", device)
+    dtype = int64 if dtype is None else as_dtype("randperm", dtype)
+    return Tensor(draws_from(generator).permutation(n).astype(dtype), requires_grad)

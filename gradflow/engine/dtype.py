@@ -5,8 +5,12 @@ array keeps its own dtype, as `torch.tensor` does. Gradients are only defined fo
 float64; integer tensors hold token ids and bool tensors masks. The names are numpy dtypes, so
 `gf.zeros(3, dtype=gf.long)` and `np.zeros(3, dtype=gf.long)` mean the same; gradflow exports
 PyTorch's aliases of them too (gf.float is float32, gf.double float64, gf.long int64, gf.int int32).
-There is no float16: numpy computes it slowly and gradients in it are not checked here. An op's
-result keeps its inputs' float dtype (keep_dtype), whatever numpy would promote it to.
+float16 (gf.half) and bfloat16 are names only, so that a program that picks its dtype by name
+(`{"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]`)
+imports: a tensor asked to hold one refuses, naming it, because numpy computes float16 slowly,
+has no bfloat16, and gradients in either are not checked here; computing in float32 instead would
+give other numbers than PyTorch's without a word. An op's result keeps its inputs' float dtype
+(keep_dtype), whatever numpy would promote it to.
 """
 
 import numpy as np
@@ -16,6 +20,22 @@ float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
+float16 = np.dtype(np.float16)  # a name only: see this file's docstring
+half = float16
+
+
+class NarrowFloat:
+    """A float format numpy has not (bfloat16), as a name that every tensor refuses to hold."""
+
+    def __init__(self, name):
+        self.name = name
+        self.is_floating_point = True
+
+    def __repr__(self):
+        return f"gradflow.{self.name}"
+
+
+bfloat16 = NarrowFloat("bfloat16")
 
 FLOAT_DTYPES = (float32, float64)
 
@@ -42,6 +62,8 @@ def is_float(dtype):
 
 def as_dtype(op, dtype):
     """dtype as a numpy dtype a tensor may hold (float32, float64, an integer type or bool), or a clear error."""
+    if isinstance(dtype, NarrowFloat):
+        raise TypeError(f"{op}: gradflow's tensors hold float32, float64, integers or bool, not {dtype.name}")
     try:
         dtype = np.dtype(dtype)
     except TypeError:

@@ -10,7 +10,8 @@ and that runs too, because of this file:
   something else than numpy's, a call written as PyTorch writes it gives PyTorch's result:
   x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
 - names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
-  topk, and the dtype conversions to, float, double, long, int, bool, type_as.
+  topk, the dtype conversions to, float, double, long, int, bool, type_as, and the device's:
+  device, is_cuda, cpu(), cuda() (refused: the CPU is gradflow's one device, engine/device.py).
 - and sort, pow, nelement, requires_grad_, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
   tensor as its number in f-strings (f"{loss:.4f}": __format__).
 
@@ -28,7 +29,9 @@ from typing import NamedTuple
 import numpy as np
 
 from gradflow.engine.checks import normalize_axis, shape_arg, spelling
-from gradflow.engine.dtype import as_dtype, bool_, float32, float64, int32, int64
+from gradflow.engine.device import CPU, on_cpu
+from gradflow.engine.device import device as device_type
+from gradflow.engine.dtype import as_dtype, bfloat16, bool_, float16, float32, float64, int32, int64
 
 NUMPY_NAME = {"dim": "axis", "keepdim": "keepdims", "dim0": "axis0", "dim1": "axis1"}  # PyTorch's keyword -> numpy's
 PYTORCH_KEYWORDS = frozenset(NUMPY_NAME) | {"correction", "unbiased"}  # (var's: see var_as_pytorch)
@@ -311,20 +314,55 @@ class PyTorchNames:
     # --- dtype ----------------------------------------------------------------------------------
     # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
 
-    def to(self, *args, dtype=None, device=None):
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
         """This tensor in `dtype` (see astype): to(gf.float64), to(other) for other's dtype, to(dtype=...).
 
-        gradflow runs on numpy on the CPU: to("cpu") and device="cpu" change nothing, another device
-        is an error.
+        gradflow runs on numpy on the CPU: to("cpu"), to(gf.device("cpu")) and device="cpu" change
+        nothing, another device is an error (engine/device.py). non_blocking= has nothing to wait for;
+        copy=True gives a copy (clone) even when nothing changes.
         """
         for a in args:
-            if isinstance(a, str):
+            if isinstance(a, (str, device_type)):
                 device = a
             else:
                 dtype = a.dtype if isinstance(a, PyTorchNames) else a  # (a Tensor: other's dtype)
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise ValueError(f"to: gradflow runs on numpy on the CPU; there is no device {str(device)!r}")
-        return self if dtype is None else self.astype(as_dtype("to", dtype))
+        on_cpu("to", device)
+        same = self.clone() if copy else self
+        return same if dtype is None else same.astype(as_dtype("to", dtype))
+
+    @property
+    def device(self):
+        """gf.device("cpu"): gradflow's one device."""
+        return CPU
+
+    @property
+    def is_cuda(self):
+        """False: gradflow computes on the CPU."""
+        return False
+
+    def cpu(self):
+        """This tensor itself: it is on the CPU already."""
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        """Refused: gradflow has no CUDA device."""
+        on_cpu("cuda", "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+    def pin_memory(self):
+        """This tensor itself: pinned memory speeds copies to a GPU, and there is none."""
+        return self
+
+    def get_device(self):
+        """-1, PyTorch's number for the CPU."""
+        return -1
+
+    def half(self):
+        """Refused: gradflow computes in float32 or float64 (engine/dtype.py)."""
+        return self.astype(as_dtype("half", float16))
+
+    def bfloat16(self):
+        """Refused: gradflow computes in float32 or float64 (engine/dtype.py)."""
+        return self.astype(as_dtype("bfloat16", bfloat16))
 
     def type_as(self, other):
         """This tensor in other's dtype (see astype)."""

@@ -1,0 +1,102 @@
+"""Mixed precision, as PyTorch's torch.amp names it: autocast and GradScaler, for a computer without a GPU.
+
+PyTorch's programs wrap their forward pass in `autocast` (matrix products in float16 or bfloat16)
+and scale the loss with a `GradScaler` (so that float16 gradients do not underflow to zero). gradflow
+computes in float32 or float64 only (engine/dtype.py), so neither has work to do:
+
+- `autocast(device_type, dtype=None, enabled=True)` is a context (and a decorator) that changes
+  nothing when disabled, on the CPU with dtype=float32, or for "cuda", which PyTorch itself disables
+  with a warning on a computer without CUDA; asked to compute in bfloat16 (the CPU's default) or
+  float16 it refuses in one line, since computing in float32 instead would give other numbers than
+  the program asked for.
+- `GradScaler(device="cuda", ..., enabled=True)` is PyTorch's disabled scaler: scale(loss) is loss,
+  step(optimizer) is optimizer.step(), unscale_ and update do nothing, get_scale() is 1.0. Enabled,
+  it warns once and disables itself, as PyTorch's does without CUDA: float32 gradients do not
+  underflow where float16 ones would.
+"""
+
+import functools
+import warnings
+
+from gradflow.engine.device import on_cpu
+from gradflow.engine.dtype import as_dtype, bfloat16
+
+
+class autocast:
+    """A region whose ops PyTorch would compute in a narrower float; here it computes as written
+    (see this file's docstring for when it refuses instead)."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type != "cuda":
+            on_cpu("autocast", device_type)
+        if enabled and device_type == "cuda":
+            warnings.warn(
+                "autocast: gradflow has no CUDA device; autocast is off, as in PyTorch without CUDA", stacklevel=2
+            )
+        elif enabled:
+            as_dtype("autocast", bfloat16 if dtype is None else dtype)  # PyTorch's CPU default is bfloat16: refused
+        self.device_type, self.enabled = device_type, False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        """As a decorator: fn runs inside this region."""
+
+        @functools.wraps(fn)
+        def inside(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return inside
+
+
+class GradScaler:
+    """PyTorch's GradScaler, disabled (see this file's docstring): every method passes through."""
+
+    def __init__(
+        self,
+        device="cuda",
+        init_scale=2.0**16,
+        growth_factor=2.0,
+        backoff_factor=0.5,
+        growth_interval=2000,
+        enabled=True,
+    ):
+        if device != "cuda":
+            on_cpu("GradScaler", device)
+        if enabled:
+            warnings.warn(
+                "GradScaler: gradflow's float32 gradients need no scaling; it is off, as PyTorch's is without CUDA",
+                stacklevel=2,
+            )
+        self._enabled = False
+
+    def is_enabled(self):
+        return self._enabled
+
+    def scale(self, outputs):
+        """outputs unchanged (a disabled scaler multiplies by nothing)."""
+        return outputs
+
+    def unscale_(self, optimizer):
+        """Nothing: the gradients were never scaled."""
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step(...), and what it returns."""
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None):
+        """Nothing: the scale stays 1."""
+
+    def get_scale(self):
+        return 1.0
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state_dict):
+        """Nothing to restore: a disabled scaler has no state."""

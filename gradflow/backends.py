@@ -1,0 +1,36 @@
+"""PyTorch's torch.backends switches and set_float32_matmul_precision: accepted, and without effect.
+
+GPU programs start by allowing TensorFloat-32 (`torch.backends.cuda.matmul.allow_tf32 = True`,
+`torch.backends.cudnn.allow_tf32 = True`), asking cuDNN to benchmark its kernels, or lowering the
+precision of float32 matrix products. Each switch concerns a GPU library or a GPU number format;
+gradflow computes in float32 or float64 with numpy on the CPU, exactly as written, so the switches
+are plain attributes that remember what was set and change nothing. (The one switch of gradflow's
+own is the kernel tier: gf.use_kernels.)
+"""
+
+from types import SimpleNamespace
+
+cuda = SimpleNamespace(
+    matmul=SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True),
+    is_built=lambda: False,
+)
+cudnn = SimpleNamespace(allow_tf32=True, benchmark=False, deterministic=False, enabled=True, is_available=lambda: False)
+mps = SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
+
+_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_matmul_precision = "highest"
+
+
+def set_float32_matmul_precision(precision):
+    """Accepted and without effect: gradflow's float32 products are numpy's, at full float32 precision."""
+    global _matmul_precision
+    if precision not in _MATMUL_PRECISIONS:
+        raise ValueError(
+            f"set_float32_matmul_precision: precision must be one of {_MATMUL_PRECISIONS}, got {precision!r}"
+        )
+    _matmul_precision = precision
+
+
+def get_float32_matmul_precision():
+    """What set_float32_matmul_precision last set ("highest" at first), though products are always full float32."""
+    return _matmul_precision

@@ -1,0 +1,456 @@
+"""The CPU-only device surface and torch.utils.data: a GPU program's lines run on gradflow as written.
+
+Each idiom beside its PyTorch twin where torch is installed (GRADFLOW_REQUIRE_TORCH=1 makes it
+required): devices, the torch.cuda questions, torch.backends switches, mixed precision off,
+generators, DataLoader batches. Then every refusal's one line, which needs no torch.
+"""
+
+import json
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import gradflow as gf
+from gradflow.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    SequentialSampler,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
+
+try:
+    import torch
+except ImportError:
+    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
+        raise
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0)")
+
+
+def as_array(t):
+    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t.numpy())
+
+
+# --- devices ------------------------------------------------------------------------------------
+
+FACTORIES = [
+    "lib.tensor([1.0, 2.0], device=dev)",
+    "lib.zeros(2, 3, device=dev)",
+    "lib.ones((2,), dtype=lib.long, device=dev)",
+    "lib.full((2, 2), 7, device=dev)",
+    "lib.arange(5, device=dev)",
+    "lib.arange(0, 1, 0.25, device=dev)",
+    "lib.empty(2, device=dev).shape",
+    "lib.zeros_like(lib.ones(3), device=dev)",
+    "lib.ones_like(lib.ones(3), device=dev)",
+    "lib.full_like(lib.ones(3), 2.0, device=dev)",
+    "lib.empty_like(lib.ones(3), device=dev).shape",
+    "lib.rand(2, device=dev).shape",
+    "lib.randn(2, device=dev).shape",
+    "lib.randint(0, 5, (3,), device=dev).dtype",
+    "lib.randperm(4, device=dev).sort().values",
+    "lib.linspace(0, 1, 5, device=dev)",
+    "lib.zeros(1, device=dev).device.type",
+    "str(lib.zeros(1, device=dev).device)",
+    "lib.zeros(1, device=dev).is_cuda",
+    "lib.zeros(2, device=dev).to(dev).cpu().to(device=dev, non_blocking=True)",
+    "lib.zeros((1, 1), dtype=lib.long, device=dev)",
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("call", FACTORIES)
+@pytest.mark.parametrize("name", ["cpu", "cpu:0", "device"])
+def test_every_factory_takes_the_cpu_as_pytorch_does(call, name):
+    def run(lib):
+        dev = lib.device("cpu") if name == "device" else name
+        return eval(call, {"lib": lib, "dev": dev})
+
+    ours, theirs = run(gf), run(torch)
+    if hasattr(theirs, "numpy"):
+        assert_array_equal(as_array(ours), as_array(theirs))
+    elif isinstance(theirs, torch.dtype):
+        assert str(ours) == str(theirs).removeprefix("torch.")
+    else:
+        assert ours == theirs
+
+
+def test_the_one_device():
+    x = gf.zeros(2)
+    assert x.device == gf.device("cpu") == gf.device("cpu:0") == gf.device("cpu", 0) == "cpu"
+    assert repr(x.device) == "device(type='cpu')" and x.get_device() == -1
+    assert x.cpu() is x and x.pin_memory() is x and x.to(gf.device("cpu")) is x
+    assert x.to("cpu", copy=True) is not x
+    assert {gf.device("cpu"): 1}[gf.device(gf.device("cpu"))] == 1
+
+
+@pytest.mark.parametrize(
+    "call, line",
+    [
+        (lambda: gf.zeros(2, device="cuda"), "zeros: gradflow runs on numpy on the CPU; there is no device 'cuda'"),
+        (
+            lambda: gf.tensor([1], device="cuda:0"),
+            "tensor: gradflow runs on numpy on the CPU; there is no device 'cuda:0'",
+        ),
+        (lambda: gf.arange(3, device="mps"), "arange: gradflow runs on numpy on the CPU; there is no device 'mps'"),
+        (lambda: gf.randn(2, device="cuda"), "randn: gradflow runs on numpy on the CPU; there is no device 'cuda'"),
+        (
+            lambda: gf.randint(0, 2, (2,), device="cuda"),
+            "randint: gradflow runs on numpy on the CPU; there is no device 'cuda'",
+        ),
+        (
+            lambda: gf.zeros_like(gf.ones(1), device="cuda"),
+            "zeros: gradflow runs on numpy on the CPU; there is no device 'cuda'",
+        ),
+        (lambda: gf.device("cuda"), "device: gradflow runs on numpy on the CPU; there is no device 'cuda'"),
+        (lambda: gf.device("cuda", 1), "device: gradflow runs on numpy on the CPU; there is no device 'cuda:1'"),
+        (lambda: gf.zeros(2).cuda(), "cuda: gradflow runs on numpy on the CPU; there is no device 'cuda'"),
+        (
+            lambda: gf.zeros(2).to("cuda", non_blocking=True),
+            "to: gradflow runs on numpy on the CPU; there is no device 'cuda'",
+        ),
+        (
+            lambda: gf.Generator(device="cuda"),
+            "Generator: gradflow runs on numpy on the CPU; there is no device 'cuda'",
+        ),
+    ],
+)
+def test_another_device_is_refused_in_one_line_naming_op_and_device(call, line):
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        call()
+
+
+# --- torch.cuda, torch.backends, set_float32_matmul_precision -----------------------------------
+
+
+def test_a_gpu_program_asks_and_takes_the_cpu_path():
+    assert gf.cuda.is_available() is False and gf.cuda.device_count() == 0 and gf.cuda.is_bf16_supported() is False
+    dtype = "bfloat16" if gf.cuda.is_available() and gf.cuda.is_bf16_supported() else "float16"  # nanoGPT's line
+    ptdtype = {"float32": gf.float32, "bfloat16": gf.bfloat16, "float16": gf.float16}[dtype]
+    assert ptdtype is gf.float16 is gf.half and np.zeros(1, dtype=gf.half).dtype == np.float16
+    device = "cuda" if gf.cuda.is_available() else "cpu"
+    assert gf.arange(3, device=device).tolist() == [0, 1, 2]
+
+
+def test_cuda_seeds_are_accepted_and_leave_gradflows_generator_alone():
+    gf.manual_seed(5)
+    expected = gf.rand(3).numpy()
+    gf.manual_seed(5)
+    gf.cuda.manual_seed(1337)
+    gf.cuda.manual_seed_all(1337)
+    assert_array_equal(gf.rand(3).numpy(), expected)
+    with pytest.raises(ValueError, match=re.escape("cuda.manual_seed: seed must be a non-negative integer, got 'x'")):
+        gf.cuda.manual_seed("x")
+
+
+@pytest.mark.parametrize("op", ["synchronize", "current_device", "get_device_name"])
+def test_what_needs_a_gpu_is_refused(op):
+    with pytest.raises(
+        RuntimeError, match=re.escape(f"cuda.{op}: gradflow has no GPU (gf.cuda.is_available() is False)")
+    ):
+        getattr(gf.cuda, op)()
+
+
+@needs_torch
+def test_backend_switches_are_set_as_in_pytorch_and_change_nothing():
+    x = gf.randn(4, 4, dtype=gf.float32)
+    before = (x @ x).numpy()
+    for lib in (gf, torch):
+        lib.backends.cuda.matmul.allow_tf32 = True
+        lib.backends.cudnn.allow_tf32 = True
+        lib.backends.cudnn.benchmark = True
+        lib.set_float32_matmul_precision("high")
+        assert lib.get_float32_matmul_precision() == "high"
+        assert lib.backends.mps.is_available() is False
+        lib.set_float32_matmul_precision("highest")
+    assert gf.backends.cuda.matmul.allow_tf32 is True
+    assert_array_equal((x @ x).numpy(), before)
+    with pytest.raises(ValueError, match="^set_float32_matmul_precision: precision must be one of .*got 'low'$"):
+        gf.set_float32_matmul_precision("low")
+
+
+# --- float16, bfloat16, mixed precision ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "op, call",
+    [
+        ("zeros", lambda d: gf.zeros(2, dtype=d)),
+        ("tensor", lambda d: gf.tensor([1.0], dtype=d)),
+        ("to", lambda d: gf.ones(2).to(d)),
+        ("randn", lambda d: gf.randn(2, dtype=d)),
+    ],
+)
+def test_a_tensor_in_a_narrow_float_is_refused_naming_it(name, op, call):
+    line = f"{op}: gradflow's tensors hold float32, float64, integers or bool, not {name}"
+    with pytest.raises(TypeError, match="^" + re.escape(line) + "$"):
+        call(getattr(gf, name))
+
+
+def test_half_and_bfloat16_methods_are_refused():
+    with pytest.raises(
+        TypeError, match=re.escape("half: gradflow's tensors hold float32, float64, integers or bool, not float16")
+    ):
+        gf.ones(2).half()
+    with pytest.raises(
+        TypeError, match=re.escape("bfloat16: gradflow's tensors hold float32, float64, integers or bool, not bfloat16")
+    ):
+        gf.ones(2).bfloat16()
+
+
+@needs_torch
+def test_a_disabled_grad_scaler_passes_through_as_pytorchs():
+    def step(lib, scaler):
+        lib.manual_seed(0)
+        w = lib.nn.Parameter(lib.tensor([1.0, -2.0]))
+        opt = lib.optim.SGD([w], lr=0.1)
+        with lib.autocast(device_type="cpu", enabled=False):
+            loss = (w * w).sum()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+        return as_array(w), scaler.get_scale(), scaler.is_enabled(), scaler.state_dict()
+
+    ours = step(gf, gf.amp.GradScaler(enabled=False))
+    theirs = step(torch, torch.amp.GradScaler(enabled=False))
+    assert_array_equal(ours[0], theirs[0])
+    assert ours[1:] == theirs[1:]
+
+
+def test_an_enabled_scaler_or_cuda_autocast_warns_and_is_off_as_pytorchs_without_cuda():
+    with pytest.warns(UserWarning, match="^GradScaler: gradflow's float32 gradients need no scaling; it is off"):
+        scaler = gf.cuda.amp.GradScaler(enabled=True)  # nanoGPT's: enabled=(dtype == 'float16')
+    loss = gf.tensor(3.0)
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0 and not scaler.is_enabled()
+    with pytest.warns(UserWarning, match="^autocast: gradflow has no CUDA device; autocast is off"):
+        gf.amp.autocast(device_type="cuda", dtype=gf.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with (
+            gf.autocast("cpu", dtype=gf.float32),
+            gf.autocast("cuda", enabled=False),
+            gf.cuda.amp.autocast(enabled=False),
+        ):
+            assert (gf.ones(2) @ gf.ones(2)).dtype == np.float32
+        assert gf.autocast("cpu", enabled=False)(lambda: 7)() == 7
+
+
+@pytest.mark.parametrize(
+    "call, line",
+    [
+        (
+            lambda: gf.autocast("cpu"),
+            "autocast: gradflow's tensors hold float32, float64, integers or bool, not bfloat16",
+        ),
+        (
+            lambda: gf.amp.autocast("cpu", dtype=gf.float16),
+            "autocast: gradflow's tensors hold float32, float64, integers or bool, not float16",
+        ),
+        (lambda: gf.autocast("mps"), "autocast: gradflow runs on numpy on the CPU; there is no device 'mps'"),
+        (lambda: gf.amp.GradScaler("mps"), "GradScaler: gradflow runs on numpy on the CPU; there is no device 'mps'"),
+    ],
+)
+def test_autocast_in_a_narrow_float_is_refused(call, line):
+    with pytest.raises((TypeError, ValueError), match="^" + re.escape(line) + "$"):
+        call()
+
+
+# --- generators ---------------------------------------------------------------------------------
+
+
+def test_a_generator_of_ones_own_draws_the_same_whatever_else_is_drawn():
+    def draws(g):
+        return [
+            gf.randn(3, generator=g).numpy(),
+            gf.rand(2, generator=g).numpy(),
+            gf.randint(0, 10, (4,), generator=g).numpy(),
+            gf.randperm(5, generator=g).numpy(),
+            gf.multinomial(gf.tensor([0.2, 0.8]), 3, replacement=True, generator=g).numpy(),
+        ]
+
+    g = gf.Generator().manual_seed(2147483647)  # makemore's lectures' idiom
+    first = draws(g)
+    gf.manual_seed(0)
+    gf.randn(10)  # draws from gradflow's generator do not move g's stream
+    assert g.initial_seed() == 2147483647
+    again = draws(g.manual_seed(2147483647))
+    for a, b in zip(first, again):
+        assert_array_equal(a, b)
+    state = g.get_state()
+    after = gf.randn(2, generator=g).numpy()
+    assert_array_equal(gf.randn(2, generator=g.set_state(state)).numpy(), after)
+    assert_array_equal(gf.randn(2, generator=gf.Generator()).numpy(), gf.randn(2, generator=gf.Generator()).numpy())
+    with pytest.raises(TypeError, match=re.escape("generator= takes a gf.Generator, got int")):
+        gf.randn(2, generator=3)
+
+
+# --- torch.utils.data ---------------------------------------------------------------------------
+
+X = np.arange(26.0).reshape(13, 2)
+Y = np.arange(13)
+
+
+def batches(loader):
+    return [[as_array(t) for t in batch] for batch in loader]
+
+
+@needs_torch
+@pytest.mark.parametrize("batch_size, drop_last", [(1, False), (4, False), (4, True), (13, False), (20, True)])
+def test_dataloader_batches_as_pytorchs_in_order(batch_size, drop_last):
+    ours = DataLoader(TensorDataset(gf.tensor(X), gf.tensor(Y)), batch_size=batch_size, drop_last=drop_last)
+    data = torch.utils.data
+    theirs = data.DataLoader(
+        data.TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=batch_size, drop_last=drop_last
+    )
+    assert len(ours) == len(theirs)
+    got, expected = batches(ours), batches(theirs)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert len(a) == len(b) == 2 and all(np.array_equal(p, q) and p.dtype == q.dtype for p, q in zip(a, b))
+
+
+def test_shuffled_batches_hold_every_example_once_and_repeat_under_a_seed():
+    loader = DataLoader(TensorDataset(gf.tensor(X), gf.tensor(Y)), batch_size=4, shuffle=True)
+    gf.manual_seed(7)
+    first = batches(loader)
+    second = batches(loader)
+    gf.manual_seed(7)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(first, batches(loader)))
+    for epoch in (first, second):
+        assert [len(b[1]) for b in epoch] == [4, 4, 4, 1]
+        assert sorted(np.concatenate([b[1] for b in epoch]).tolist()) == list(range(13))
+        assert all(np.array_equal(x, X[y]) for x, y in epoch[0:1])
+    assert any(not np.array_equal(a[1], b[1]) for a, b in zip(first, second))  # a fresh order each pass
+    g = gf.Generator().manual_seed(1)
+    with_g = batches(DataLoader(TensorDataset(gf.tensor(Y)), batch_size=13, shuffle=True, generator=g))
+    assert_array_equal(with_g[0][0], gf.Generator().manual_seed(1)._draws.permutation(13))
+
+
+def test_makemores_endless_loader():
+    """A RandomSampler with replacement and ten billion samples is drawn lazily, num_workers=4 accepted."""
+
+    class Words(Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return gf.full((3,), i, dtype=gf.long), gf.tensor(float(i))
+
+    sampler = RandomSampler(Words(), replacement=True, num_samples=int(1e10))
+    loader = DataLoader(Words(), sampler=sampler, batch_size=8, pin_memory=True, num_workers=4)
+    it = iter(loader)
+    x, y = next(it)
+    assert x.shape == (8, 3) and x.dtype == np.int64 and y.shape == (8,) and y.dtype == np.float32
+    assert_array_equal(x.numpy()[:, 0], y.numpy()) and set(y.tolist()) <= set(range(5))
+    assert len(sampler) == int(1e10) and len(loader) == int(1e10) // 8
+
+
+@needs_torch
+def test_default_collate_as_pytorchs():
+    examples = [(np.ones(2) * i, float(i), i, True, {"k": i}) for i in range(3)]
+    ours, theirs = default_collate(examples), torch.utils.data.default_collate(examples)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours[:4], theirs[:4]):
+        assert_array_equal(as_array(a), as_array(b))
+        assert str(a.dtype) == str(b.dtype).removeprefix("torch.")
+    assert_array_equal(ours[4]["k"].numpy(), theirs[4]["k"].numpy())
+
+
+def test_samplers_and_split():
+    assert list(SequentialSampler(range(4))) == [0, 1, 2, 3]
+    assert list(BatchSampler(SequentialSampler(range(5)), 2, drop_last=False)) == [[0, 1], [2, 3], [4]]
+    assert list(BatchSampler(SequentialSampler(range(5)), 2, drop_last=True)) == [[0, 1], [2, 3]]
+    assert sorted(RandomSampler(range(6))) == list(range(6))
+    assert sorted(np.bincount(list(RandomSampler(range(3), num_samples=7)))) == [2, 2, 3]  # whole passes first
+    a, b = random_split(range(10), [7, 3], generator=gf.Generator().manual_seed(0))
+    assert len(a) == 7 and len(b) == 3 and sorted(list(a) + list(b)) == list(range(10))
+    assert [len(s) for s in random_split(range(10), [0.5, 0.25, 0.25])] == [6, 2, 2]  # as PyTorch's
+    loose = list(DataLoader(TensorDataset(gf.tensor(Y)), batch_size=None))
+    assert loose[3][0].item() == 3
+
+
+@pytest.mark.parametrize(
+    "call, error, line",
+    [
+        (
+            lambda: DataLoader(range(3), num_workers=-1),
+            ValueError,
+            "DataLoader: num_workers must be a non-negative integer, got -1",
+        ),
+        (
+            lambda: DataLoader(range(3), shuffle=True, sampler=SequentialSampler(range(3))),
+            ValueError,
+            "DataLoader: give shuffle=True or a sampler, not both (the sampler sets the order)",
+        ),
+        (
+            lambda: TensorDataset(gf.zeros(2), gf.zeros(3)),
+            ValueError,
+            "TensorDataset: the tensors must have the same number of rows, got [2, 3]",
+        ),
+        (
+            lambda: random_split(range(4), [1, 2]),
+            ValueError,
+            "random_split: lengths [1, 2] do not add up to the dataset's 4 examples",
+        ),
+        (lambda: default_collate([object()]), TypeError, "default_collate: cannot batch examples of type object"),
+        (lambda: Dataset()[0], NotImplementedError, "Dataset: a Dataset defines __getitem__(index)"),
+    ],
+)
+def test_data_refusals(call, error, line):
+    with pytest.raises(error, match="^" + re.escape(line) + "$"):
+        call()
+
+
+# --- the modules a multi-GPU program imports at its top ------------------------------------------
+
+
+MPI_RUN = "`gradflow train --processes N` (docs/mpi.md)"
+
+
+def test_distributed_and_ddp_import_and_refuse_in_one_line():
+    from gradflow.distributed import destroy_process_group, init_process_group
+    from gradflow.nn.parallel import DistributedDataParallel as DDP
+
+    assert not gf.distributed.is_available() and not gf.distributed.is_initialized()
+    for op, call in [
+        ("init_process_group", lambda: init_process_group(backend="nccl")),
+        ("destroy_process_group", destroy_process_group),
+        ("DistributedDataParallel", lambda: DDP(gf.nn.Linear(2, 2), device_ids=[0])),
+    ]:
+        line = f"{op}: gradflow has no process groups; its data parallelism is MPI's, run by " + MPI_RUN
+        with pytest.raises(RuntimeError, match="^" + re.escape(line) + "$"):
+            call()
+
+
+def test_summary_writer_appends_scalars_as_json_lines(tmp_path):
+    from gradflow.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=tmp_path / "run")
+    writer.add_scalar("Loss/train", gf.tensor(2.5), 10)
+    writer.add_scalars("Loss", {"test": 3.0}, global_step=11)
+    writer.flush()
+    records = [json.loads(line) for line in (tmp_path / "run" / "scalars.jsonl").read_text().splitlines()]
+    assert [(r["tag"], r["value"], r["step"]) for r in records] == [("Loss/train", 2.5, 10), ("Loss/test", 3.0, 11)]
+    with pytest.raises(
+        AttributeError, match=re.escape("SummaryWriter.add_image: gradflow's writer records scalars only")
+    ):
+        writer.add_image("x", None)
+    writer.close()
+
+
+def test_import_gradflow_as_torch_reaches_the_submodules_pytorch_has():
+    import gradflow as torch_
+
+    assert torch_.utils.data.DataLoader is DataLoader and torch_.nn.utils.clip_grad_norm_ is not None
+    assert torch_.cuda.amp.GradScaler is not None and torch_.amp.autocast is torch_.autocast
