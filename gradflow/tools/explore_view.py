@@ -87,6 +87,8 @@ class Exploration:
         g.decompose = set(chosen[: self.budget])
         self.budget -= len(g.decompose)
         g.infos = {}
+        for op in ops:  # in data-flow order, so that naming a tensor never recurses far for its inputs' names
+            self.title(g, output[op])
         top = shared_scope([op.scope for op in ops]) if ops else ()
         return self.view(g, top, title, parent)
 
