@@ -16,10 +16,19 @@ computes in float32 or float64 only (engine/dtype.py), so neither has work to do
 """
 
 import functools
+import sys
 import warnings
 
 from gradflow.engine.device import on_cpu
 from gradflow.engine.dtype import as_dtype, bfloat16
+
+
+def _warn_off(message):
+    """Warn at the program's own line that asked (the first caller outside gradflow), not inside gradflow."""
+    level = 1
+    while sys._getframe(level - 1).f_globals.get("__name__", "").startswith("gradflow."):
+        level += 1
+    warnings.warn(message, stacklevel=level)
 
 
 class autocast:
@@ -30,9 +39,7 @@ class autocast:
         if device_type != "cuda":
             on_cpu("autocast", device_type)
         if enabled and device_type == "cuda":
-            warnings.warn(
-                "autocast: gradflow has no CUDA device; autocast is off, as in PyTorch without CUDA", stacklevel=2
-            )
+            _warn_off("autocast: gradflow has no CUDA device; autocast is off, as in PyTorch without CUDA")
         elif enabled:
             as_dtype("autocast", bfloat16 if dtype is None else dtype)  # PyTorch's CPU default is bfloat16: refused
         self.device_type, self.enabled = device_type, False
@@ -69,9 +76,8 @@ class GradScaler:
         if device != "cuda":
             on_cpu("GradScaler", device)
         if enabled:
-            warnings.warn(
-                "GradScaler: gradflow's float32 gradients need no scaling; it is off, as PyTorch's is without CUDA",
-                stacklevel=2,
+            _warn_off(
+                "GradScaler: gradflow's float32 gradients need no scaling; it is off, as PyTorch's is without CUDA"
             )
         self._enabled = False
 

@@ -91,6 +91,8 @@ def test_the_one_device():
     assert x.cpu() is x and x.pin_memory() is x and x.to(gf.device("cpu")) is x
     assert x.to("cpu", copy=True) is not x
     assert {gf.device("cpu"): 1}[gf.device(gf.device("cpu"))] == 1
+    model = gf.nn.Linear(2, 2)
+    assert model.to(gf.device("cpu")) is model and model.to("cpu", non_blocking=True) is model
 
 
 @pytest.mark.parametrize(
@@ -231,6 +233,9 @@ def test_a_disabled_grad_scaler_passes_through_as_pytorchs():
 def test_an_enabled_scaler_or_cuda_autocast_warns_and_is_off_as_pytorchs_without_cuda():
     with pytest.warns(UserWarning, match="^GradScaler: gradflow's float32 gradients need no scaling; it is off"):
         scaler = gf.cuda.amp.GradScaler(enabled=True)  # nanoGPT's: enabled=(dtype == 'float16')
+    with pytest.warns(UserWarning) as warned:
+        gf.amp.GradScaler(enabled=True)
+    assert warned[0].filename == __file__  # the warning points at the program's line
     loss = gf.tensor(3.0)
     assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0 and not scaler.is_enabled()
     with pytest.warns(UserWarning, match="^autocast: gradflow has no CUDA device; autocast is off"):
@@ -451,6 +456,7 @@ def test_summary_writer_appends_scalars_as_json_lines(tmp_path):
 
 def test_import_gradflow_as_torch_reaches_the_submodules_pytorch_has():
     import gradflow as torch_
+    from gradflow.utils.data.dataloader import DataLoader as from_its_module  # makemore's import line
 
-    assert torch_.utils.data.DataLoader is DataLoader and torch_.nn.utils.clip_grad_norm_ is not None
+    assert torch_.utils.data.DataLoader is DataLoader is from_its_module and torch_.nn.utils.clip_grad_norm_ is not None
     assert torch_.cuda.amp.GradScaler is not None and torch_.amp.autocast is torch_.autocast

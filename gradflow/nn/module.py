@@ -10,6 +10,7 @@ but does not learn, such as a fixed mask: saved in the state dict unless non-per
 import numpy as np
 
 from gradflow.engine.autograd import is_grad_enabled
+from gradflow.engine.device import device as device_type
 from gradflow.engine.dtype import FLOAT_DTYPES, is_float
 from gradflow.engine.naming import module_scope
 from gradflow.engine.tensor import Tensor, as_tensor
@@ -238,14 +239,15 @@ class Module:
 
     # --- dtype and device -----------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None):
+    def to(self, *args, dtype=None, device=None, non_blocking=False):
         """Cast every floating-point parameter (and its gradient) and buffer to dtype, in place;
         returns self. As PyTorch's: to(dtype), to("cpu"), to(device, dtype), to(tensor).
 
-        gradflow runs on the CPU: "cpu" is accepted and changes nothing, other devices are an error.
+        gradflow runs on the CPU: "cpu" (or gf.device("cpu")) is accepted and changes nothing, other
+        devices are an error (engine/device.py).
         """
         for arg in args:
-            if isinstance(arg, str):
+            if isinstance(arg, (str, device_type)):
                 device = arg
             elif isinstance(arg, Tensor):
                 dtype = arg.dtype
