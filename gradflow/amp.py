@@ -4,11 +4,14 @@ PyTorch's programs wrap their forward pass in `autocast` (matrix products in flo
 and scale the loss with a `GradScaler` (so that float16 gradients do not underflow to zero). gradflow
 computes in float32 or float64 only (engine/dtype.py), so neither has work to do:
 
-- `autocast(device_type, dtype=None, enabled=True)` is a context (and a decorator) that changes
-  nothing when disabled, on the CPU with dtype=float32, or for "cuda", which PyTorch itself disables
-  with a warning on a computer without CUDA; asked to compute in bfloat16 (the CPU's default) or
-  float16 it refuses in one line, since computing in float32 instead would give other numbers than
-  the program asked for.
+- `autocast(device_type, dtype=None, enabled=True)` is a context (and a decorator) whose region
+  computes as written, as with autocast disabled: silently when it is disabled or asks for float32,
+  with a one-line warning when it asks for bfloat16 (the CPU's default) or float16 on the CPU, or
+  for "cuda", which PyTorch itself turns off with a warning on a computer without CUDA. autocast is
+  a request for speed in a region a program must be right without (enabled=False is always a valid
+  run of it), so programs that autocast on the CPU unconditionally (build-nanogpt's training loop)
+  run; the warning says that their numbers are float32's, a little off PyTorch's bfloat16 ones.
+  A tensor made in float16 or bfloat16 is refused instead: it asks for data in that format.
 - `GradScaler(device="cuda", ..., enabled=True)` is PyTorch's disabled scaler: scale(loss) is loss,
   step(optimizer) is optimizer.step(), unscale_ and update do nothing, get_scale() is 1.0. Enabled,
   it warns once and disables itself, as PyTorch's does without CUDA: float32 gradients do not
@@ -20,7 +23,7 @@ import sys
 import warnings
 
 from gradflow.engine.device import on_cpu
-from gradflow.engine.dtype import as_dtype, bfloat16
+from gradflow.engine.dtype import bfloat16, float16
 
 
 def _warn_off(message):
@@ -33,15 +36,17 @@ def _warn_off(message):
 
 class autocast:
     """A region whose ops PyTorch would compute in a narrower float; here it computes as written
-    (see this file's docstring for when it refuses instead)."""
+    (see this file's docstring for when it warns)."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if device_type != "cuda":
             on_cpu("autocast", device_type)
+        narrow = bfloat16 if dtype is None else dtype  # PyTorch's CPU default is bfloat16
         if enabled and device_type == "cuda":
             _warn_off("autocast: gradflow has no CUDA device; autocast is off, as in PyTorch without CUDA")
-        elif enabled:
-            as_dtype("autocast", bfloat16 if dtype is None else dtype)  # PyTorch's CPU default is bfloat16: refused
+        elif enabled and (narrow is bfloat16 or float16 == narrow):
+            name = "bfloat16" if narrow is bfloat16 else "float16"
+            _warn_off(f"autocast: gradflow has no {name}; the region computes as written, in float32 or float64")
         self.device_type, self.enabled = device_type, False
 
     def __enter__(self):
