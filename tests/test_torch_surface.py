@@ -64,6 +64,12 @@ FACTORIES = [
     "lib.zeros(1, device=dev).is_cuda",
     "lib.zeros(2, device=dev).to(dev).cpu().to(device=dev, non_blocking=True)",
     "lib.zeros((1, 1), dtype=lib.long, device=dev)",
+    "lib.ones(2, dtype=lib.float64).new_zeros(2, 3, device=dev)",
+    "lib.ones(2, dtype=lib.float64).new_ones((2,), device=dev)",
+    "lib.ones(2).new_full((2,), 7, device=dev)",
+    "lib.ones(2, dtype=lib.float64).new_tensor([1, 2], device=dev)",
+    "lib.ones(2).new_zeros(2, dtype=lib.long, device=dev)",
+    "lib.ones(2).new_empty(3, device=dev).shape",
 ]
 
 
@@ -119,6 +125,10 @@ def test_the_one_device():
         (
             lambda: gf.zeros(2).to("cuda", non_blocking=True),
             "to: gradflow runs on numpy on the CPU; there is no device 'cuda'",
+        ),
+        (
+            lambda: gf.ones(2).new_zeros(2, device="cuda"),
+            "new_zeros: gradflow runs on numpy on the CPU; there is no device 'cuda'",
         ),
         (
             lambda: gf.Generator(device="cuda"),

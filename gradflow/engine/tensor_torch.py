@@ -11,7 +11,8 @@ and that runs too, because of this file:
   x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
 - names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
   topk, the dtype conversions to, float, double, long, int, bool, type_as, and the device's:
-  device, is_cuda, cpu(), cuda() (refused: the CPU is gradflow's one device, engine/device.py).
+  device, is_cuda, cpu(), cuda() (refused: the CPU is gradflow's one device, engine/device.py),
+  and the factories new_zeros, new_ones, new_full, new_empty, new_tensor.
 - and sort, pow, nelement, requires_grad_, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
   tensor as its number in f-strings (f"{loss:.4f}": __format__).
 
@@ -347,6 +348,30 @@ class PyTorchNames:
     def cuda(self, device=None, non_blocking=False):
         """Refused: gradflow has no CUDA device."""
         on_cpu("cuda", "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        """Zeros of the given size in this tensor's dtype (unless dtype= says otherwise), as PyTorch's new_zeros;
+        new_ones, new_full, new_empty and new_tensor likewise."""
+        return self._new("new_zeros", np.zeros(shape_arg(size, "new_zeros")), dtype, device, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("new_ones", np.ones(shape_arg(size, "new_ones")), dtype, device, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        """Zeros, as gf.empty gives."""
+        return self._new("new_empty", np.zeros(shape_arg(size, "new_empty")), dtype, device, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        return self._new("new_full", np.full(shape_arg((size,), "new_full"), fill_value), dtype, device, requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return self._new("new_tensor", np.array(data), dtype, device, requires_grad)
+
+    def _new(self, op, array, dtype, device, requires_grad):
+        on_cpu(op, device)
+        made = self._constant(array.astype(self.dtype if dtype is None else as_dtype(op, dtype)))
+        made.requires_grad = requires_grad
+        return made
 
     def pin_memory(self):
         """This tensor itself: pinned memory speeds copies to a GPU, and there is none."""
