@@ -16,7 +16,7 @@ from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ..
 
 from gradflow import amp, backends, cuda, distributed, fast, nn, optim, utils
 from gradflow.amp import autocast
-from gradflow.backends import get_float32_matmul_precision, set_float32_matmul_precision
+from gradflow.backends import compile, get_float32_matmul_precision, set_float32_matmul_precision
 from gradflow.engine import autograd, kernels, ops
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
@@ -149,5 +149,5 @@ __all__ = [
     "sin", "softmax", "sort", "sqrt", "squeeze", "std", "sum", "tanh", "transpose", "unsqueeze", "var",
     # the CPU-only device surface: devices, GPU questions answered, mixed precision off, data loading
     "amp", "autocast", "backends", "bfloat16", "cuda", "device", "distributed", "empty", "empty_like", "float16",
-    "Generator", "get_float32_matmul_precision", "half", "set_float32_matmul_precision", "utils",
+    "Generator", "get_float32_matmul_precision", "half", "set_float32_matmul_precision", "utils", "compile",
 ]  # fmt: skip

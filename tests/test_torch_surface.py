@@ -185,6 +185,8 @@ def test_backend_switches_are_set_as_in_pytorch_and_change_nothing():
         assert lib.backends.mps.is_available() is False
         lib.set_float32_matmul_precision("highest")
     assert gf.backends.cuda.matmul.allow_tf32 is True
+    model = gf.nn.Linear(4, 4)
+    assert gf.compile(model) is model and gf.compile(mode="max-autotune")(len) is len and gf.compile(len) is len
     assert_array_equal((x @ x).numpy(), before)
     with pytest.raises(ValueError, match="^set_float32_matmul_precision: precision must be one of .*got 'low'$"):
         gf.set_float32_matmul_precision("low")
