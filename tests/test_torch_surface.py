@@ -395,6 +395,25 @@ def test_default_collate_as_pytorchs():
     assert_array_equal(ours[4]["k"].numpy(), theirs[4]["k"].numpy())
 
 
+@needs_torch
+def test_an_iterable_dataset_is_batched_in_the_order_it_yields_as_pytorchs():
+    def stream(lib, base):
+        class Tokens(base):
+            def __iter__(self):
+                for i in range(7):
+                    yield lib.tensor([i, i + 1]), i
+
+        return Tokens()
+
+    ours = batches(DataLoader(stream(gf, gf.utils.data.IterableDataset), batch_size=3))
+    theirs = batches(torch.utils.data.DataLoader(stream(torch, torch.utils.data.IterableDataset), batch_size=3))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert all(np.array_equal(p, q) for p, q in zip(a, b))
+    with pytest.raises(ValueError, match="^DataLoader: an IterableDataset sets its own order: leave out shuffle"):
+        DataLoader(stream(gf, gf.utils.data.IterableDataset), shuffle=True)
+
+
 def test_samplers_and_split():
     assert list(SequentialSampler(range(4))) == [0, 1, 2, 3]
     assert list(BatchSampler(SequentialSampler(range(5)), 2, drop_last=False)) == [[0, 1], [2, 3], [4]]

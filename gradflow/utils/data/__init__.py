@@ -15,13 +15,13 @@ accepted and change nothing, since the workers would give the same batches in th
 gradflow's random numbers are numpy's, so a shuffled order is not the one PyTorch draws.
 
 The files are PyTorch's modules, so that `from torch.utils.data.dataloader import DataLoader` runs:
-dataset.py (Dataset, TensorDataset, Subset, random_split), sampler.py (the orders) and
+dataset.py (Dataset, IterableDataset, TensorDataset, Subset, random_split), sampler.py (the orders) and
 dataloader.py (DataLoader, default_collate).
 """
 
 from gradflow.utils.data.dataloader import DataLoader, default_collate
-from gradflow.utils.data.dataset import Dataset, Subset, TensorDataset, random_split
+from gradflow.utils.data.dataset import Dataset, IterableDataset, Subset, TensorDataset, random_split
 from gradflow.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
-__all__ = ["BatchSampler", "DataLoader", "Dataset", "RandomSampler", "Sampler", "SequentialSampler", "Subset"]
-__all__ += ["TensorDataset", "default_collate", "random_split"]
+__all__ = ["BatchSampler", "DataLoader", "Dataset", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler"]
+__all__ += ["Subset", "TensorDataset", "default_collate", "random_split"]

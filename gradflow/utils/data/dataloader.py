@@ -8,6 +8,7 @@ import numpy as np
 from gradflow.engine.creation import tensor
 from gradflow.engine.functions import stack
 from gradflow.engine.tensor import Tensor
+from gradflow.utils.data.dataset import IterableDataset
 from gradflow.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
@@ -38,7 +39,8 @@ def default_collate(batch):
 
 class DataLoader:
     """Batches of a dataset (see this file's docstring). shuffle=True reads in a RandomSampler's order,
-    else in order (or in sampler='s); batch_size=None gives the examples one by one, uncollated."""
+    else in order (or in sampler='s); an IterableDataset is read in the order it yields its examples.
+    batch_size=None gives the examples one by one, uncollated."""
 
     def __init__(
         self,
@@ -66,8 +68,15 @@ class DataLoader:
             raise ValueError(
                 "DataLoader: batch_sampler sets the batches: leave out batch_size, shuffle, sampler, drop_last"
             )
-        if sampler is None:
+        stream = isinstance(dataset, IterableDataset)
+        if stream and (shuffle or sampler is not None or batch_sampler is not None):
+            raise ValueError(
+                "DataLoader: an IterableDataset sets its own order: leave out shuffle, sampler, batch_sampler"
+            )
+        if sampler is None and not stream:
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        sampler = dataset if stream else sampler  # a stream's examples stand where the indices would
+        self._read = _as_read if stream else dataset.__getitem__
         if batch_sampler is None and batch_size is not None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
@@ -77,13 +86,13 @@ class DataLoader:
 
     def __iter__(self):
         if self.batch_sampler is None:
-            return (self.collate_fn(self.dataset[i]) for i in self.sampler)
-        return (self.collate_fn([self.dataset[i] for i in batch]) for batch in self.batch_sampler)
+            return (self.collate_fn(self._read(i)) for i in self.sampler)
+        return (self.collate_fn([self._read(i) for i in batch]) for batch in self.batch_sampler)
 
     def __len__(self):
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
 
 
 def _as_read(example):
-    """With batch_size=None, an example goes out as the dataset gave it."""
+    """An example as the dataset gave it: uncollated (batch_size=None), or read from a stream."""
     return example

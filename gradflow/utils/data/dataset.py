@@ -1,5 +1,5 @@
-"""A dataset answers len(ds) and ds[i], one example; TensorDataset pairs tensors' rows, Subset and
-random_split take some of a dataset's examples."""
+"""A dataset answers len(ds) and ds[i], one example (an IterableDataset yields its examples instead);
+TensorDataset pairs tensors' rows, Subset and random_split take some of a dataset's examples."""
 
 import math
 
@@ -13,6 +13,14 @@ class Dataset:
 
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__}: a Dataset defines __getitem__(index)")
+
+
+class IterableDataset(Dataset):
+    """A dataset read as a stream: a subclass defines __iter__, yielding examples; a DataLoader batches
+    them in the order they come (no sampler, no shuffle)."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__}: an IterableDataset defines __iter__()")
 
 
 class TensorDataset(Dataset):
