@@ -22,6 +22,7 @@ from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
 from gradflow.engine.creation import (
     arange,
+    as_tensor,
     empty,
     empty_like,
     from_numpy,
@@ -150,4 +151,5 @@ __all__ = [
     # the CPU-only device surface: devices, GPU questions answered, mixed precision off, data loading
     "amp", "autocast", "backends", "bfloat16", "cuda", "device", "distributed", "empty", "empty_like", "float16",
     "Generator", "get_float32_matmul_precision", "half", "set_float32_matmul_precision", "utils", "compile",
+    "as_tensor",
 ]  # fmt: skip

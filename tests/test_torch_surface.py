@@ -70,6 +70,9 @@ FACTORIES = [
     "lib.ones(2, dtype=lib.float64).new_tensor([1, 2], device=dev)",
     "lib.ones(2).new_zeros(2, dtype=lib.long, device=dev)",
     "lib.ones(2).new_empty(3, device=dev).shape",
+    "lib.as_tensor([1, 2], device=dev)",
+    "lib.as_tensor(np.arange(3.0), dtype=lib.float32, device=dev)",
+    "lib.as_tensor(lib.tensor([1.0, 2.0]), dtype=lib.float64, device=dev)",
 ]
 
 
@@ -79,7 +82,7 @@ FACTORIES = [
 def test_every_factory_takes_the_cpu_as_pytorch_does(call, name):
     def run(lib):
         dev = lib.device("cpu") if name == "device" else name
-        return eval(call, {"lib": lib, "dev": dev})
+        return eval(call, {"lib": lib, "dev": dev, "np": np})
 
     ours, theirs = run(gf), run(torch)
     if hasattr(theirs, "numpy"):
@@ -88,6 +91,16 @@ def test_every_factory_takes_the_cpu_as_pytorch_does(call, name):
         assert str(ours) == str(theirs).removeprefix("torch.")
     else:
         assert ours == theirs
+
+
+@needs_torch
+def test_as_tensor_shares_memory_where_pytorchs_does():
+    for lib in (gf, torch):
+        a = np.arange(3.0)
+        t = lib.as_tensor(a)
+        a[0] = 9
+        x = lib.tensor([1.0, 2.0])
+        assert t.tolist() == [9.0, 1.0, 2.0] and lib.as_tensor(x) is x and lib.as_tensor(x, dtype=lib.float32) is x
 
 
 def test_the_one_device():

@@ -28,6 +28,18 @@ def from_numpy(array):
     return Tensor._make(array, False, None)
 
 
+def as_tensor(data, dtype=None, device=None):
+    """data as a tensor, sharing memory where it can, as PyTorch's as_tensor: a tensor of that dtype is
+    itself, a numpy array of it is from_numpy's view; anything else is a new tensor (as gf.tensor)."""
+    on_cpu("as_tensor", device)
+    dtype = None if dtype is None else as_dtype("as_tensor", dtype)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dtype == data.dtype else data.astype(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or dtype == data.dtype) and data.dtype.kind in "biuf":
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
 def _float(op, dtype, device=None):
     """The dtype asked for, else the default float dtype; on the CPU, the one device."""
     on_cpu(op, device)
