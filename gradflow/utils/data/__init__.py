@@ -10,8 +10,9 @@ collates them: default_collate stacks the examples' tensors along a new first ax
     loader = DataLoader(TensorDataset(X, Y), batch_size=32, shuffle=True, drop_last=True)
     for xb, yb in loader: ...                  # xb: (32, ...), the rows of X at 32 sampled indices
 
-Examples are read in this process: num_workers= (PyTorch's worker processes) and pin_memory= are
-accepted and change nothing, since the workers would give the same batches in the same order.
+Examples are read in this process: num_workers= (PyTorch's worker processes), the workers' options
+(worker_init_fn=, timeout=, prefetch_factor=, persistent_workers=) and pin_memory= are accepted and
+change nothing, since the workers would give the same batches in the same order.
 gradflow's random numbers are numpy's, so a shuffled order is not the one PyTorch draws.
 
 The files are PyTorch's modules, so that `from torch.utils.data.dataloader import DataLoader` runs:
