@@ -157,6 +157,17 @@ def test_another_device_is_refused_in_one_line_naming_op_and_device(call, line):
 # --- torch.cuda, torch.backends, set_float32_matmul_precision -----------------------------------
 
 
+@needs_torch
+def test_the_cuda_questions_are_answered_as_pytorchs_on_a_computer_without_a_gpu():
+    for lib in (gf, torch):
+        assert not lib.cuda.is_available() and lib.cuda.device_count() == 0 and not lib.cuda.is_bf16_supported()
+        lib.cuda.manual_seed(1)
+        lib.cuda.manual_seed_all(1)
+        x = lib.zeros(1)
+        assert (str(x.device), repr(x.device), x.get_device(), x.is_cuda) == ("cpu", "device(type='cpu')", -1, False)
+        assert not lib.distributed.is_initialized()
+
+
 def test_a_gpu_program_asks_and_takes_the_cpu_path():
     assert gf.cuda.is_available() is False and gf.cuda.device_count() == 0 and gf.cuda.is_bf16_supported() is False
     dtype = "bfloat16" if gf.cuda.is_available() and gf.cuda.is_bf16_supported() else "float16"  # nanoGPT's line
