@@ -159,6 +159,8 @@ def test_another_device_is_refused_in_one_line_naming_op_and_device(call, line):
 
 @needs_torch
 def test_the_cuda_questions_are_answered_as_pytorchs_on_a_computer_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("PyTorch sees a GPU on this computer")
     for lib in (gf, torch):
         assert not lib.cuda.is_available() and lib.cuda.device_count() == 0 and not lib.cuda.is_bf16_supported()
         lib.cuda.manual_seed(1)
