@@ -52,9 +52,10 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
 
 def beyond_context(n_tokens, context):
     """The one-line warning for a prompt of n_tokens that a model seeing `context` positions cannot read whole."""
+    dropped = n_tokens - context
     return (
         f"the prompt is {n_tokens:,} tokens, longer than the model's context of {context:,}: "
-        f"its first {n_tokens - context:,} tokens are dropped"
+        f"its first {dropped:,} {'token is' if dropped == 1 else 'tokens are'} dropped"
     )
 
 
