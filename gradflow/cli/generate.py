@@ -130,7 +130,7 @@ def _generate_smollm2(args):
     messages = [{"role": "user", "content": args.prompt}]
     text = chatml(messages) if args.chat else args.prompt
     if args.trace:
-        _trace(model, tokenizer, text, chat=messages if args.chat else None)
+        _trace(model, tokenizer, text, SMOLLM2_CONTEXT, chat=messages if args.chat else None)
     ends = (tokenizer.token_id["<|im_end|>"], tokenizer.token_id["<|endoftext|>"])
     return _stream(args, model, tokenizer, text, skip=ends, stop=ends, context=SMOLLM2_CONTEXT)
 
