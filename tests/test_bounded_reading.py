@@ -138,6 +138,29 @@ def test_a_random_state_out_of_range_is_one_line(checkpoint, capsys, value):
     )
 
 
+def set_group(key, value):
+    return lambda meta: meta["optimizer"]["param_groups"][0].update({key: value})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda m: m.update(optimizer=5), "optimizer must hold param_groups and scalars, and nothing else"),
+        (lambda m: m["optimizer"].update(scalars=[]), "optimizer.scalars must map each parameter's index to its "),
+        (lambda m: m["optimizer"].update(scalars={"0": {"step": "x"}}), "optimizer.scalars must map each"),
+        (lambda m: m["optimizer"].update(scalars={"99": {"step": 1}}), "optimizer.scalars names a parameter past"),
+        (lambda m: m["optimizer"].update(param_groups=[5]), "optimizer.param_groups must be a list of groups"),
+        (set_group("eps", "tiny"), "optimizer.param_groups must be a list of groups: params (their indices) and "),
+        (set_group("params", ["a"]), "optimizer.param_groups must be a list of groups"),
+        (lambda m: m.update(data=5), "data must be a string, got 5"),
+    ],
+)  # fmt: skip
+def test_a_malformed_optimizer_or_text_field_is_one_line(checkpoint, capsys, change, message):
+    rewrite(checkpoint, change_meta=change)
+    assert main(["train", "--resume", "--out-dir", str(checkpoint.parent), "--max-iters", "2"]) == 2
+    assert error_line(capsys).startswith(f"gradflow train: checkpoint {checkpoint}: {message}")
+
+
 # --- safetensors: gf.load and from_hf -------------------------------------------------------------------
 
 

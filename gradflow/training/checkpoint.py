@@ -34,6 +34,8 @@ VERSION = 1
 META_LIMIT = 64 << 20
 # the most values one array of LoRA adapters may hold (r x the widest weight of any model gradflow loads)
 ADAPTER_LIMIT = 1 << 26
+# the description's fields that hold text: where the data came from, its hash, the base model
+TEXT_FIELDS = ("data", "data_sha256", "base")
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -49,6 +51,36 @@ def _bad_array(key, value):
     if bad:
         return f"{key} holds {bad} non-finite value{'s' * (bad != 1)} (NaN or inf)"
     return None
+
+
+def _optimizer_problem(saved):
+    """What is wrong with a saved optimizer's description (as save_checkpoint writes it), or None."""
+    if not isinstance(saved, dict) or set(saved) != {"param_groups", "scalars"}:
+        return "optimizer must hold param_groups and scalars, and nothing else"
+    groups, scalars = saved["param_groups"], saved["scalars"]
+    if not isinstance(groups, list) or not all(_is_group(g) for g in groups):
+        return "optimizer.param_groups must be a list of groups: params (their indices) and numbers (lr, betas, ...)"
+    if not isinstance(scalars, dict) or not all(_is_counters(i, c) for i, c in scalars.items()):
+        return "optimizer.scalars must map each parameter's index to its counters (numbers)"
+    return None
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)  # a bool is one: a flag of the update
+
+
+def _is_group(group):
+    if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+        return False
+    indices = group["params"]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices):
+        return False
+    numbers = [v for k, v in group.items() if k != "params"]
+    return all(v is None or _is_number(v) or (isinstance(v, list) and all(map(_is_number, v))) for v in numbers)
+
+
+def _is_counters(index, counters):
+    return index.isdigit() and isinstance(counters, dict) and all(map(_is_number, counters.values()))
 
 
 def save_checkpoint(path, model, optimizer=None, meta=None, adapters=False):
@@ -102,11 +134,19 @@ class Checkpoint:
         saved = self.meta.get("optimizer")
         if saved is None:
             return None
+        problem = _optimizer_problem(saved)
+        if problem:
+            raise CheckpointError(f"checkpoint {self.path}: {problem}")
         state = {int(i): dict(s) for i, s in saved["scalars"].items()}
+        n_params = sum(len(group["params"]) for group in saved["param_groups"])
         for key, value in self.arrays.items():
             if key.startswith("optim/"):
                 _, i, name = key.split("/", 2)
+                if not (i.isdigit() and int(i) < n_params):
+                    raise CheckpointError(f"checkpoint {self.path}: {key} names no parameter of the optimizer's")
                 state.setdefault(int(i), {})[name] = value
+        if any(i >= n_params for i in state):
+            raise CheckpointError(f"checkpoint {self.path}: optimizer.scalars names a parameter past its {n_params}")
         return {"param_groups": saved["param_groups"], "state": state}
 
     def restore(self, model, optimizer=None, adapters=False):
@@ -121,6 +161,8 @@ class Checkpoint:
                 model.load_state_dict(self.model_state())
             if optimizer is not None and self.optimizer_state() is not None:
                 optimizer.load_state_dict(self.optimizer_state())
+        except CheckpointError:
+            raise
         except ValueError as e:
             raise CheckpointError(f"checkpoint {self.path} does not fit this model: {e}") from None
 
@@ -162,6 +204,9 @@ def load_checkpoint(path):
         raise CheckpointError(f"checkpoint {path} is not a gradflow checkpoint (format {meta.get('format')!r})")
     if meta.get("version") != VERSION:
         raise CheckpointError(f"checkpoint {path} has version {meta.get('version')}, this gradflow reads {VERSION}")
+    for field in TEXT_FIELDS:
+        if meta.get(field) is not None and not isinstance(meta[field], str):
+            raise CheckpointError(f"checkpoint {path}: {field} must be a string, got {meta[field]!r}")
     for key, value in arrays.items():
         problem = _bad_array(key, value) if key.startswith(("model/", "optim/")) else None
         if problem:
