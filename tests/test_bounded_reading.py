@@ -19,10 +19,13 @@ import test_safe_runs
 from test_safe_runs import error_line, rewrite
 
 import gradflow as gf
+from gradflow import nn
 from gradflow.cli import main
+from gradflow.cli.build import SMOLLM2
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.hf import write_hf
 from gradflow.models.llama import Llama, LlamaConfig
+from gradflow.training.checkpoint import save_checkpoint
 
 checkpoint, data = test_safe_runs.checkpoint, test_safe_runs.data  # fixtures: a one-step run's ckpt.npz, its text
 
@@ -138,6 +141,9 @@ def test_a_random_state_out_of_range_is_one_line(checkpoint, capsys, value):
     )
 
 
+LORA = {"targets": ["q_proj"], "r": 2, "alpha": 4.0, "dropout": 0.0}
+
+
 def set_group(key, value):
     return lambda meta: meta["optimizer"]["param_groups"][0].update({key: value})
 
@@ -159,6 +165,15 @@ def test_a_malformed_optimizer_or_text_field_is_one_line(checkpoint, capsys, cha
     rewrite(checkpoint, change_meta=change)
     assert main(["train", "--resume", "--out-dir", str(checkpoint.parent), "--max-iters", "2"]) == 2
     assert error_line(capsys).startswith(f"gradflow train: checkpoint {checkpoint}: {message}")
+
+
+def test_lora_targets_of_another_kind_are_one_line(tmp_path, capsys):
+    adapter = tmp_path / "adapter"
+    save_checkpoint(adapter / "ckpt.npz", nn.Linear(2, 2), meta={"base": SMOLLM2, "lora": LORA | {"targets": 5}})
+    assert main(["generate", "--model", "smollm2", "--adapter", str(adapter), "--max-new-tokens", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"gradflow generate: checkpoint {adapter / 'ckpt.npz'}: lora.targets must be a list of layer names, got 5"
+    )
 
 
 # --- safetensors: gf.load and from_hf -------------------------------------------------------------------

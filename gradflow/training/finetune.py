@@ -83,6 +83,9 @@ def load_adapter(model, path):
     settings = ckpt.meta.get("lora")
     if not isinstance(settings, dict) or set(settings) != {"targets", "r", "alpha", "dropout"}:
         raise CheckpointError(f"{ckpt.path} is not a LoRA adapter checkpoint (gradflow finetune writes those)")
+    targets = settings["targets"]
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise CheckpointError(f"checkpoint {ckpt.path}: lora.targets must be a list of layer names, got {targets!r}")
     lora.apply(model, **settings)
     ckpt.restore(model, adapters=True)
     return ckpt
