@@ -5,6 +5,8 @@ Every model with a fixed context does the same: a GPT checkpoint (its block_size
 past the context slides a window (gradflow/inference/generate.py).
 """
 
+import io
+
 import pytest
 import test_safe_runs
 
@@ -47,3 +49,13 @@ def test_smollm2s_context_is_its_files(monkeypatch, capsys):
     assert err[1:] == [
         "gradflow generate: the prompt is 5 tokens, longer than the model's context of 4: its first 1 token is dropped"
     ]
+
+
+def test_gradflow_chat_says_it_in_one_line_when_the_conversation_outgrows_the_context(monkeypatch, capsys):
+    monkeypatch.setattr(generate_command, "SMOLLM2_CONTEXT", 36)  # the system message and a question are 37 tokens
+    monkeypatch.setattr("sys.stdin", io.StringIO("What is the capital of France?\n"))
+    assert main(["chat", "--max-new-tokens", "1"]) == 0
+    out, err = capsys.readouterr()
+    said = "the prompt is 37 tokens, longer than the model's context of 36: its first 1 token is dropped"
+    assert err.splitlines()[1:] == [f"gradflow chat: {said}"]
+    assert out.startswith("smollm2> \n")  # the warning stands on its own line, the reply on the next

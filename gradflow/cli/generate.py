@@ -86,10 +86,16 @@ def _trace(model, tokenizer, text, context=None, chat=None):
 
 @contextlib.contextmanager
 def warnings_in_one_line(command):
-    """Show each warning raised inside as one line, `gradflow <command>: <message>`, when it is raised."""
+    """Show each warning raised inside as a line of its own, `gradflow <command>: <message>`, when it is
+    raised: the line begun on stdout (a reply's "smollm2> ") goes on after it."""
+
+    def show(message, *_, **__):
+        print(flush=True)
+        print(f"gradflow {command}: {message}", file=sys.stderr, flush=True)
+
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        warnings.showwarning = lambda message, *_, **__: print(f"gradflow {command}: {message}", file=sys.stderr)
+        warnings.showwarning = show
         yield
 
 
