@@ -60,6 +60,16 @@ def test_pyproject_reads_the_version_from_gradflow_version():
     assert 'version = { attr = "gradflow.version.__version__" }\n' in tables["tool.setuptools.dynamic"]
 
 
+@in_checkout
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject.toml lists the packages by name: a folder left out is missing from the installed copy."""
+    listed = set(re.findall(r'"(gradflow[\w.]*)"', table_texts(PYPROJECT.read_text())["tool.setuptools"]))
+    folders = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "gradflow").rglob("__init__.py")} | {
+        "gradflow.models"
+    }
+    assert folders == listed, f"not listed: {sorted(folders - listed)}; listed, not there: {sorted(listed - folders)}"
+
+
 # --- license --------------------------------------------------------------------------------------
 
 
