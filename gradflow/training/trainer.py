@@ -111,6 +111,16 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_pcg64_state(state):
+    """numpy's PCG64 state as bit_generator.state gives it, its two 128-bit integers in range (numpy before 2
+    takes a negative one without a word)."""
+    try:
+        numbers = [state["state"]["state"], state["state"]["inc"]]
+        return state["bit_generator"] == "PCG64" and all(_is_int(n) and 0 <= n < 1 << 128 for n in numbers)
+    except (TypeError, KeyError):
+        return False
+
+
 def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -357,6 +367,8 @@ class Trainer:
             problem = _record_problem(record, step)
             if problem:
                 raise CheckpointError(f"checkpoint {ckpt.path}: history[{i}] {problem}")
+        if not (isinstance(rng, dict) and all(_is_pcg64_state(rng.get(k)) for k in ("batches", "gradflow"))):
+            raise CheckpointError(f"checkpoint {ckpt.path}: rng is not a pair of saved generator states")
         ckpt.restore(self.model, self.optimizer, adapters=self.adapters_only)
         try:
             self.batch_rng.bit_generator.state = rng["batches"]
