@@ -12,7 +12,7 @@ An operand longer than SHORT characters keeps the last parts of a dotted name (a
 is written `…`, so that no name outgrows its box.
 """
 
-from gradflow.tools.graph import _index_text
+from gradflow.tools.graph import index_text
 
 SHORT = 20
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@"}
@@ -46,5 +46,5 @@ def expression(op, names):
     if op.name in ("permute", "transpose") and shown and _swaps_last_two(op):
         return _operand(shown[0], infix=True) + "^T"
     if op.name == "index" and shown and "index" in op.params:
-        return _operand(shown[0], infix=True) + _index_text(op.params["index"])
+        return _operand(shown[0], infix=True) + index_text(op.params["index"])
     return f"{op.name}({', '.join(_operand(n) for n in shown[:1])}{', …' if len(shown) > 1 else ''})"

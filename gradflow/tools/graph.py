@@ -226,7 +226,7 @@ def tensor_label(t, name, show_values, show_grads, max_elements, fill):
     )
 
 
-def _index_text(index):
+def index_text(index):
     """x[-1, 2:5] for an index tuple; an integer array shows as its shape."""
     parts = []
     for i in index:
@@ -243,7 +243,7 @@ def _index_text(index):
 def param_text(key, value):
     """A constant worth a glance (axis, shape, eps, ...) as `key=value`; None for arrays and defaults."""
     if key == "index":
-        return _index_text(value)
+        return index_text(value)
     if value is None or value is False:
         return None
     if isinstance(value, (bool, int, float, str, np.number)):
