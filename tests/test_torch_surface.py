@@ -528,3 +528,43 @@ def test_import_gradflow_as_torch_reaches_the_submodules_pytorch_has():
 
     assert torch_.utils.data.DataLoader is DataLoader is from_its_module and torch_.nn.utils.clip_grad_norm_ is not None
     assert torch_.cuda.amp.GradScaler is not None and torch_.amp.autocast is torch_.autocast
+
+
+# --- torch.save and torch.load as checkpoints call them ----------------------------------------------
+
+
+def checkpoint_round_trip(lib, path, **load_args):
+    model = lib.nn.Linear(2, 3)
+    lib.save({"model": model.state_dict(), "iter_num": 4, "best_val_loss": lib.tensor(1.5)}, path)
+    loaded = lib.load(path, **load_args)
+    return loaded["iter_num"], float(loaded["best_val_loss"]), sorted(loaded["model"]), loaded["model"]["weight"].shape
+
+
+LOAD_ARGS = [
+    {"map_location": "cpu"},
+    {"map_location": "cpu", "weights_only": True},
+    {"map_location": "cpu", "weights_only": False},
+    {"map_location": "device"},
+    {"map_location": {"cuda:0": "cpu"}},
+    {"map_location": lambda storage, location: storage},
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("load_args", LOAD_ARGS, ids=str)
+def test_load_takes_map_location_and_weights_only_as_pytorch(tmp_path, load_args):
+    results = []
+    for lib in (gf, torch):
+        args = {k: lib.device("cpu") if v == "device" else v for k, v in load_args.items()}
+        iter_num, loss, names, shape = checkpoint_round_trip(lib, tmp_path / f"ckpt_{lib.__name__}.pt", **args)
+        results.append((iter_num, loss, names, tuple(shape)))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("where", ["cuda", "cuda:1", {"cpu": "mps"}])
+def test_load_refuses_to_map_to_another_device(tmp_path, where):
+    gf.save({"w": gf.ones(2)}, tmp_path / "w.pt")
+    name = where["cpu"] if isinstance(where, dict) else where
+    line = f"load: gradflow runs on numpy on the CPU; there is no device {name!r}"
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        gf.load(tmp_path / "w.pt", map_location=where)

@@ -9,8 +9,11 @@ What a PyTorch user hands torch.save: {"model": model.state_dict(), "optimizer":
                       that JSON cannot keep (ints, as an optimizer's state has) by {"__dict__": [[k, v], ...]}
 
 Safe: the file holds arrays and text only, so loading it runs no code (torch.save pickles; this never
-does). Atomic: it is written beside its destination and renamed over it (os.replace), so a crash
-while saving leaves what was there whole. Any safetensors reader opens it, PyTorch's too.
+does), which is what PyTorch's `weights_only=True` asks for: load takes the flag and changes nothing
+for it, and takes a `map_location=` that names the CPU (a device, a {saved: "cpu"} dict, or a
+function of storage and location), so `torch.load(path, map_location=device, weights_only=True)`
+runs as written. Atomic: it is written beside its destination and renamed over it (os.replace), so
+a crash while saving leaves what was there whole. Any safetensors reader opens it, PyTorch's too.
 """
 
 import json
@@ -21,6 +24,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from gradflow.engine import bounded_json
+from gradflow.engine.device import on_cpu
 from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 
@@ -41,8 +45,13 @@ def save(obj, path):
         save_file(arrays, tmp, metadata=metadata)
 
 
-def load(path):
-    """Read what save wrote; a file that is not one is an error naming it."""
+def load(path, map_location=None, *, weights_only=None):
+    """Read what save wrote; a file that is not one is an error naming it. Every array lands on the
+    CPU, so map_location may only send it there; weights_only changes nothing (no file runs code)."""
+    locations = map_location.values() if isinstance(map_location, dict) else [map_location]
+    for where in locations:
+        if not callable(where):
+            on_cpu("load", where)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"load: there is no file {path}")

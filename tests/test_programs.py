@@ -1,0 +1,175 @@
+"""Programs written for PyTorch run on gradflow with only their import lines changed, and match PyTorch.
+
+Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
+program: nanoGPT's model.py, train.py and sample.py; makemore with its six models; ng-video-lecture's
+gpt.py and bigram.py; the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
+for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
+`import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
+
+Each program runs whole on gradflow, and its loss goes down. Beside PyTorch it starts from the same
+weights (gradflow's, loaded into PyTorch's model) and sees the same batches (gradflow's, recorded and
+replayed), and the losses agree to float32 rounding; samples drawn where one token is certain are the
+same tokens. The PyTorch half needs torch (pip install torch==2.13.0): skipped without it, a failure
+when GRADFLOW_REQUIRE_TORCH=1 (CI sets it).
+"""
+
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).parent
+PROGRAMS = sorted(p.stem.removeprefix("program_") for p in HERE.glob("program_*.py"))
+
+# an import of torch or of one of its modules, at any indentation
+IMPORT = re.compile(r"^(?P<indent>[ \t]*)(?P<keyword>import|from) torch(?P<module>[.\w]*)(?P<rest>.*)$", re.M)
+
+
+def to_gradflow(source):
+    """The program with `torch` replaced by `gradflow` in its import lines, the name `torch` kept."""
+
+    def swap(m):
+        indent, keyword, module, rest = m.group("indent", "keyword", "module", "rest")
+        if keyword == "import" and not module:
+            assert not rest.strip(), f"write 'import torch' alone on its line: {m.group(0)!r}"
+            return f"{indent}import gradflow as torch"
+        assert keyword == "from" or " as " in rest, f"'import torch.x' binds a name the swap changes: {m.group(0)!r}"
+        return f"{indent}{keyword} gradflow{module}{rest}"
+
+    return IMPORT.sub(swap, source)
+
+
+def program(name, lib, as_main=False):
+    """Program `name` run as a module on `lib` ("gradflow", or the torch module); as_main runs its
+    `if __name__ == "__main__":` part too. Its names are the module's attributes."""
+    path = HERE / f"program_{name}.py"
+    source = path.read_text(encoding="utf-8")
+    if lib == "gradflow":
+        source = to_gradflow(source)
+    module = types.ModuleType(f"program_{name}_{'gradflow' if lib == 'gradflow' else 'torch'}")
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
+    if as_main:
+        module.__name__ = "__main__"
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    return module
+
+
+@pytest.fixture(scope="module")
+def torch():
+    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
+        import torch
+
+        return torch
+    return pytest.importorskip("torch")
+
+
+def load_into(reference, model, torch):
+    """PyTorch's model given the gradflow model's weights and buffers."""
+    state = {k: torch.from_numpy(np.array(v)) for k, v in model.state_dict().items()}
+    reference.load_state_dict(state)
+
+
+class Recorded:
+    """A batch function whose batches are kept (as arrays, in order) to be replayed on PyTorch."""
+
+    def __init__(self, get_batch):
+        self.get_batch, self.batches = get_batch, []
+
+    def __call__(self, *args):
+        batch = self.get_batch(*args)
+        self.batches.append((args, [np.array(t) for t in batch]))
+        return batch
+
+    def replay(self, torch):
+        batches = iter(self.batches)
+
+        def get_batch(*args):
+            recorded_args, arrays = next(batches)
+            assert args == recorded_args, f"PyTorch's program asked for {args}, gradflow's for {recorded_args}"
+            return tuple(torch.from_numpy(a) for a in arrays)
+
+        return get_batch
+
+
+def close(ours, theirs, what, rtol=2e-5):
+    np.testing.assert_allclose(
+        np.array(ours, dtype=np.float64), np.array(theirs, dtype=np.float64), rtol=rtol, err_msg=what
+    )
+
+
+# --- the programs are PyTorch's, changed in their import lines only ----------------------------------
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_only_import_lines_change(name):
+    source = (HERE / f"program_{name}.py").read_text(encoding="utf-8")
+    rewritten = to_gradflow(source)
+    assert "gradflow" not in source, "a program is PyTorch's: it names torch only"
+    changed = [(a, b) for a, b in zip(source.splitlines(), rewritten.splitlines()) if a != b]
+    assert changed, "the program imports torch"
+    assert all(re.match(r"\s*(import|from) gradflow\b", b) for _, b in changed), changed
+    assert len(source.splitlines()) == len(rewritten.splitlines())
+
+
+# --- nanoGPT: model.py, train.py, sample.py ----------------------------------------------------------
+
+
+def nanogpt(lib, **settings):
+    p = program("nanogpt", lib)
+    for k, v in settings.items():
+        setattr(p, k, v)
+    return p
+
+
+def test_nanogpt_trains_resumes_and_samples_on_gradflow():
+    p = nanogpt("gradflow", compile=True)
+    losses, evaluations, texts = p.main()
+    assert evaluations[p.max_iters]["val"] < evaluations[0]["val"] - 0.3
+    assert len(losses) == p.max_iters and all(t.startswith(p.start) for t in texts)
+    assert len(texts) == p.num_samples and all(len(t) == len(p.start) + p.max_new_tokens for t in texts)
+
+    saved = p.torch.load(os.path.join(p.out_dir, "ckpt.pt"), map_location="cpu")
+    assert saved["iter_num"] == p.max_iters and set(saved["model_args"]) >= {"n_layer", "vocab_size"}
+    p.init_from, p.max_iters = "resume", p.max_iters + 4
+    model, _, checkpoint = p.build_model()
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(np.array(value), np.array(saved["model"][name]), err_msg=name)
+    losses, evaluations, _ = p.main()
+    assert len(losses) == 4 and sorted(evaluations) == [p.max_iters - 4, p.max_iters]
+
+
+@pytest.mark.parametrize("flash", [True, False], ids=["scaled_dot_product_attention", "attention written out"])
+def test_nanogpt_matches_pytorch(torch, flash):
+    ours, theirs = nanogpt("gradflow", flash=flash, bias=True), nanogpt(torch, flash=flash, bias=True)
+    theirs.out_dir = "out_torch"
+    ours.prepare()
+    for p in (ours, theirs):
+        os.makedirs(p.out_dir, exist_ok=True)
+    model, model_args, _ = ours.build_model()
+    reference, _, _ = theirs.build_model()
+    load_into(reference, model, torch)
+    assert model.get_num_params() == reference.get_num_params()
+    assert model.estimate_mfu(8, 0.5) == pytest.approx(reference.estimate_mfu(8, 0.5))
+
+    ours.get_batch = Recorded(ours.get_batch)
+    theirs.get_batch = ours.get_batch.replay(torch)
+    losses, evaluations = ours.train(model, model_args)
+    reference_losses, reference_evaluations = theirs.train(reference, model_args)
+    close(losses, reference_losses, "training losses, step by step")
+    for it, split in evaluations.items():
+        close([split["train"], split["val"]], [reference_evaluations[it][s] for s in ("train", "val")], f"eval at {it}")
+
+    ours.top_k = theirs.top_k = 1  # one certain token at each step: the samples must be the same
+    assert ours.sample() == theirs.sample()
+
+    x = np.array(ours.get_batch.batches[0][1][0])[:, :8]
+    for m in (model, reference):
+        m.crop_block_size(8)
+    logits, _ = model(ours.torch.from_numpy(x))
+    reference_logits, _ = reference(torch.from_numpy(x))
+    np.testing.assert_allclose(np.array(logits.detach()), reference_logits.detach().numpy(), rtol=1e-4, atol=1e-5)
