@@ -173,3 +173,56 @@ def test_nanogpt_matches_pytorch(torch, flash):
     logits, _ = model(ours.torch.from_numpy(x))
     reference_logits, _ = reference(torch.from_numpy(x))
     np.testing.assert_allclose(np.array(logits.detach()), reference_logits.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+# --- makemore: six models, a Dataset of words, an endless DataLoader ---------------------------------
+
+NAMES = """emma olivia ava isabella sophia charlotte mia amelia harper evelyn abigail emily elizabeth mila ella
+avery sofia camila aria scarlett victoria madison luna grace chloe penelope layla riley zoey nora lily eleanor
+hannah lillian addison aubrey ellie stella natalie zoe leah hazel violet aurora savannah audrey brooklyn bella
+claire skylar lucy paisley""".split()
+MAKEMORE_TYPES = ["transformer", "bigram", "mlp", "rnn", "gru", "bow"]
+
+
+@pytest.fixture
+def names_file():
+    Path("names.txt").write_text("\n".join(NAMES) + "\n")
+    return "names.txt"
+
+
+@pytest.mark.parametrize("kind", MAKEMORE_TYPES)
+def test_makemore_trains_saves_and_samples_on_gradflow(names_file, kind):
+    p = program("makemore", "gradflow")
+    history = p.main(["--type", kind, "--max-steps", "20", "--learning-rate", "3e-2"])
+    assert history[20][0] < history[0][0] - 0.1, history
+    with pytest.raises(SystemExit):  # resumes from out/model.pt, samples, stops
+        p.main(["--type", kind, "--sample-only"])
+
+
+@pytest.mark.parametrize("kind", MAKEMORE_TYPES)
+def test_makemore_matches_pytorch(torch, names_file, kind):
+    ours, theirs = program("makemore", "gradflow"), program("makemore", torch)
+    args = ours.parse_args(["--type", kind])
+    train_dataset, test_dataset = ours.create_datasets(names_file)
+    datasets = [theirs.CharDataset(d.words, d.chars, d.max_word_length) for d in (train_dataset, test_dataset)]
+    for i in range(len(train_dataset)):  # the same examples, built by each library's tensors
+        for ours_t, theirs_t in zip(train_dataset[i], datasets[0][i]):
+            np.testing.assert_array_equal(np.array(ours_t), theirs_t.numpy())
+    model, reference = ours.build(args, train_dataset), theirs.build(args, datasets[0])
+    load_into(reference, model, torch)
+    optimizer, reference_optimizer = ours.make_optimizer(model, args), theirs.make_optimizer(reference, args)
+
+    loader = ours.InfiniteDataLoader(train_dataset, batch_size=args.batch_size)
+    for step in range(4):
+        batch = loader.next()
+        loss = ours.train_step(model, optimizer, batch)
+        reference_loss = theirs.train_step(
+            reference, reference_optimizer, [torch.from_numpy(np.array(t)) for t in batch]
+        )
+        close(loss.item(), reference_loss.item(), f"loss at step {step}")
+    # one batch holds the whole test set, so the shuffled order does not change the mean
+    close(ours.evaluate(model, test_dataset, 100), theirs.evaluate(reference, datasets[1], 100), "test loss")
+    greedy = ours.print_samples(model, train_dataset, test_dataset, num=3, do_sample=False)
+    assert greedy == theirs.print_samples(reference, *datasets, num=3, do_sample=False)
+    drawn = ours.generate(model, ours.torch.zeros(4, 1, dtype=ours.torch.long), 5, do_sample=True, top_k=3)
+    assert drawn.shape == (4, 6) and drawn.dtype == ours.torch.long
