@@ -226,3 +226,63 @@ def test_makemore_matches_pytorch(torch, names_file, kind):
     assert greedy == theirs.print_samples(reference, *datasets, num=3, do_sample=False)
     drawn = ours.generate(model, ours.torch.zeros(4, 1, dtype=ours.torch.long), 5, do_sample=True, top_k=3)
     assert drawn.shape == (4, 6) and drawn.dtype == ours.torch.long
+
+
+# --- the GPT-from-scratch lecture: gpt.py and bigram.py --------------------------------------------
+
+TEXT = (
+    """When the river rose in spring, the miller opened every gate and let the water run.
+The wheel turned all day and all night, and the stones ground the grain into flour so fine
+that the baker said it fell like snow. In summer the river slept, the wheel stood still,
+and the miller mended the gates, counted his sacks, and waited for the rain to come back.
+"""
+    * 3
+)
+LECTURE = ["lecture_gpt", "lecture_bigram"]
+
+
+@pytest.fixture
+def input_txt():
+    Path("input.txt").write_text(TEXT, encoding="utf-8")
+
+
+def lecture_model(p):
+    return p.GPTLanguageModel() if hasattr(p, "GPTLanguageModel") else p.BigramLanguageModel(p.vocab_size)
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+@pytest.mark.parametrize("name", LECTURE)
+def test_lecture_programs_run_whole_and_learn(request, input_txt, name, lib):
+    p = program(name, "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), as_main=True)
+    first, last = p.estimates[0], p.estimates[max(p.estimates)]
+    assert last["train"] < first["train"] - 0.3, p.estimates
+    assert len(p.sample) == 41 and set(p.sample) <= set(p.chars)
+
+
+@pytest.mark.parametrize("name", LECTURE)
+def test_lecture_programs_match_pytorch(torch, input_txt, name):
+    ours, theirs = program(name, "gradflow"), program(name, torch)
+    for p in (ours, theirs):
+        p.dropout = 0.0  # the same weights and batches, and no random masks
+        p.model = lecture_model(p)
+    load_into(theirs.model, ours.model, torch)
+    for p in (ours, theirs):
+        p.optimizer = p.torch.optim.AdamW(p.model.parameters(), lr=p.learning_rate)
+    ours.get_batch = Recorded(ours.get_batch)
+    theirs.get_batch = ours.get_batch.replay(torch)
+    (losses, estimates), (reference_losses, reference_estimates) = ours.train(), theirs.train()
+    close(losses, reference_losses, "training losses, step by step")
+    for it, split in estimates.items():
+        close([split["train"], split["val"]], [reference_estimates[it][s] for s in ("train", "val")], f"eval at {it}")
+
+    # scaled up, the output layer is sure of every next token, so multinomial draws the same on both
+    sure = {
+        k: np.array(v) * (1e4 if k.startswith(("lm_head", "token_embedding")) else 1)
+        for k, v in ours.model.state_dict().items()
+    }
+    ours.model.load_state_dict(sure)
+    load_into(theirs.model, ours.model, torch)
+    samples = [
+        p.model.generate(p.torch.zeros((2, 1), dtype=p.torch.long), max_new_tokens=30).tolist() for p in (ours, theirs)
+    ]
+    assert samples[0] == samples[1]
