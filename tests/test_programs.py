@@ -286,3 +286,26 @@ def test_lecture_programs_match_pytorch(torch, input_txt, name):
         p.model.generate(p.torch.zeros((2, 1), dtype=p.torch.long), max_new_tokens=30).tolist() for p in (ours, theirs)
     ]
     assert samples[0] == samples[1]
+
+
+# --- gradient descent by hand: w -= learning_rate * w.grad under no_grad -----------------------------
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_manual_sgd_runs_whole_and_learns(request, lib):
+    p = program("manual_sgd", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), as_main=True)
+    for losses in (p.by_hand, p.zeroed, p.with_module):
+        assert losses[-1] < losses[0] / 100 and losses[-1] < 2, losses[::50]
+
+
+@pytest.mark.parametrize("forget", ["none", "zero_"])
+def test_manual_sgd_matches_pytorch(torch, forget):
+    ours, theirs = program("manual_sgd", "gradflow"), program("manual_sgd", torch)
+    weights = ours.coefficients()
+    reference_weights = [torch.tensor(w.item(), requires_grad=True) for w in weights]
+    close(ours.fit(*weights, forget=forget), theirs.fit(*reference_weights, forget=forget), "losses")
+    close([w.item() for w in weights], [w.item() for w in reference_weights], "coefficients")
+
+    model, reference = ours.polynomial_model(), theirs.polynomial_model()
+    load_into(reference, model, torch)
+    close(ours.fit_module(model), theirs.fit_module(reference), "losses of the module")
