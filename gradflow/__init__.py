@@ -84,6 +84,7 @@ from gradflow.engine.functions import (
     min,
     minimum,
     neg,
+    norm,
     numel,
     outer,
     permute,
@@ -108,6 +109,7 @@ from gradflow.engine.functions import (
     transpose,
     tril,
     triu,
+    unique,
     unsqueeze,
     var,
     where,
@@ -145,7 +147,7 @@ __all__ = [
     # PyTorch's functions of tensors (torch.tanh(x) is x.tanh()), factories and constants
     "abs", "allclose", "bmm", "chunk", "clamp", "clip", "clone", "cos", "cumsum", "e", "einsum", "exp", "flatten",
     "flip", "gather", "inf", "inference_mode", "linspace", "log", "log_softmax", "logsumexp", "masked_fill", "max",
-    "mean", "min", "nan", "neg",
+    "mean", "min", "nan", "neg", "norm", "unique",
     "outer", "permute", "pi", "pow", "randperm", "relu", "reshape", "roll", "rsqrt", "scatter_add", "sigmoid",
     "sin", "softmax", "sort", "sqrt", "squeeze", "std", "sum", "tanh", "transpose", "unsqueeze", "var",
     # the CPU-only device surface: devices, GPU questions answered, mixed precision off, data loading

@@ -163,7 +163,7 @@ class ToyModel(gf.nn.Module):
         out["ffn"] = ffn = self.W_2 @ relu_h + self.b_2
         out["residual"] = y = ffn + x
         out["mu"] = y.mean()
-        out["var"] = y.var()  # population variance (divide by d), as LayerNorm uses
+        out["var"] = y.var(ddof=0)  # population variance (divide by d), as LayerNorm uses
         out["sigma"] = out["var"].sqrt()
         out["ln"] = h_last = F.layer_norm(y, self.gamma.shape, self.gamma, self.beta, eps=self.config.ln_eps)
 

@@ -28,7 +28,7 @@ def plain_gradients(m, x, y):
         p.grad = None
     _, loss = m(x, y)
     loss.backward()
-    return loss.item(), [p.grad.copy() for p in m.parameters()]
+    return loss.item(), [p.grad.clone() for p in m.parameters()]
 
 
 def sharded_gradients(m, x, y, parts):
@@ -40,7 +40,7 @@ def sharded_gradients(m, x, y, parts):
     for rows, seed in zip(pieces, seeds):
         with own_stream(seed):
             loss += shard_loss(m, x[rows], y[rows], (rows.stop - rows.start) / len(x), backward=True)
-    return loss, [p.grad.copy() for p in m.parameters()]
+    return loss, [p.grad.clone() for p in m.parameters()]
 
 
 def test_shards_cut_the_rows_evenly_and_never_empty():

@@ -98,13 +98,13 @@ m = model(dropout=0.0)
 x, y = batch(rows=5)  # 5 rows: shards of 3 and 2
 with Distributed(m, comm) as dp:
     out["loss"], out["stop"] = dp.forward_backward(x, y, stop=comm.rank == 1)
-    out.update({"grad/" + n: p.grad.copy() for n, p in m.named_parameters()})
+    out.update({"grad/" + n: p.grad.clone() for n, p in m.named_parameters()})
     out["eval_loss"] = dp.loss(x, y)
     m.zero_grad()
     _, loss = dp(x, y)  # called as the model is, by the Trainer's step
     loss.backward()
     out["called_loss"] = loss.item()
-    out.update({"called/" + n: p.grad.copy() for n, p in m.named_parameters()})
+    out.update({"called/" + n: p.grad.clone() for n, p in m.named_parameters()})
     optimizer = gf.optim.AdamW(m.parameters(), lr=1e-2)
     for step in range(3):
         optimizer.zero_grad()

@@ -1,7 +1,10 @@
 """The engine's rules: graph walk, accumulation, freeing, grad mode, detach, custom Functions."""
 
+import math
+
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 
 import gradflow as gf
 from gradflow.engine.autograd import Function
@@ -150,11 +153,34 @@ def test_retain_grad_keeps_a_non_leaf_gradient():
     assert x.is_leaf and not h.is_leaf
 
 
-def test_grad_of_a_0d_tensor_is_a_0d_array_of_its_dtype():
-    x = gf.tensor(3.0, requires_grad=True)
-    (x * x).backward()
-    assert type(x.grad) is np.ndarray and x.grad.shape == () and x.grad.dtype == np.float32
-    assert x.grad == 6.0
+def test_grad_is_a_tensor_as_in_pytorch_and_numpy_reads_it_as_an_array():
+    w = gf.tensor([1.0, -2.0], requires_grad=True)
+    assert w.grad is None
+    (w * w).sum().backward()
+    g = w.grad
+    assert isinstance(g, gf.Tensor) and g.grad_fn is None and not g.requires_grad and g.dtype == np.float32
+    assert_array_equal(np.asarray(g), [2.0, -4.0]) and assert_array_equal(g.data, [2.0, -4.0])
+    assert g.norm().item() == pytest.approx(math.sqrt(20.0))
+    assert isinstance(np.sqrt(np.abs(g)), np.ndarray)  # numpy's functions give arrays
+    assert_array_equal((np.ones(2) * g).data, [2.0, -4.0])  # array * grad is a tensor op
+    (w * w).sum().backward()
+    assert w.grad is g  # a second backward adds into the same tensor
+    assert_array_equal(g.data, [4.0, -8.0])
+    w.grad.zero_()
+    assert w.grad is g
+    assert_array_equal(g.data, [0.0, 0.0])
+    (3 * w).sum().backward()
+    with gf.no_grad():
+        w -= 0.5 * w.grad  # PyTorch's hand-written update, in place
+    assert_array_equal(w.data, [-0.5, -3.5])
+    w.data += -0.5 * w.grad  # makemore's lectures' form: p.data is the array, updated in place
+    assert_array_equal(w.data, [-2.0, -5.0])
+    w.grad = None
+    assert w.grad is None
+    w.grad = np.array([1.0, 1.0])  # an array is accepted, in w's dtype
+    assert isinstance(w.grad, gf.Tensor) and w.grad.dtype == np.float32
+    with pytest.raises(ValueError, match="grad: shape"):
+        w.grad = np.zeros(3)
 
 
 def test_broadcasting_is_undone_for_custom_functions_too():

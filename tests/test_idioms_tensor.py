@@ -7,6 +7,7 @@ import a failure. The tests after the table need no torch: values worked out by 
 checked by finite differences, and every refusal's message.
 """
 
+import math
 import os
 import re
 
@@ -315,11 +316,22 @@ def test_max_and_min_with_dim_give_values_and_indices():
     assert_array_equal(kept.indices.data, [[0, 1, 0]])
 
 
-def test_max_with_axis_or_positional_gives_values_only_as_numpy():
-    for result in (leaf(M).max(1), leaf(M).max(axis=1)):
-        assert isinstance(result, gf.Tensor)
-        assert_array_equal(result.data, [5.0, 6.0])
+def test_max_with_numpy_keywords_gives_values_only_and_positional_gives_values_and_indices():
+    """The one rule: numpy's keywords mean numpy's call, any other call PyTorch's."""
+    result = leaf(M).max(axis=1)
+    assert isinstance(result, gf.Tensor)
+    assert_array_equal(result.data, [5.0, 6.0])
     assert_array_equal(leaf(M).min(axis=1, keepdim=True).data, [[1.0], [2.0]])
+    values, indices = leaf(M).max(1)
+    assert_array_equal(values.data, [5.0, 6.0]) and assert_array_equal(indices.data, [1, 2])
+    values, indices = leaf(M).min(0, True)
+    assert values.shape == (1, 3) and indices.dtype == np.int64
+    assert leaf(M).max().item() == 6.0
+    assert_array_equal(gf.tensor(M).max(gf.tensor(np.full((2, 3), 3.0))).data, np.maximum(M, 3.0))
+    if torch is not None:
+        t = torch.tensor(M)
+        assert_array_equal(leaf(M).max(1).indices.data, t.max(1).indices.numpy())
+        assert_array_equal(leaf(M).min(0, True).values.data, t.min(0, True).values.numpy())
 
 
 def test_a_tie_under_dim_sends_the_gradient_to_the_first_maximum_and_under_axis_splits_it():
@@ -359,16 +371,28 @@ def test_topk_along_dim_0_of_a_matrix():
     assert_array_equal(indices.data, [[1, 0, 1]])
 
 
-def test_var_follows_the_spelling_population_for_numpy_unbiased_for_pytorch():
-    x = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, sum of squared deviations 5
-    assert gf.tensor(x).var().item() == 1.25
-    assert gf.tensor(x).var(0).item() == 1.25
-    assert gf.tensor(x).var(axis=0).item() == 1.25
-    assert gf.tensor(x).var(dim=0).item() == pytest.approx(5 / 3)
-    assert gf.tensor(x).var(dim=0, correction=0).item() == 1.25
-    assert gf.tensor(x).var(dim=0, unbiased=False).item() == 1.25
-    assert gf.tensor(x).var(unbiased=True).item() == pytest.approx(5 / 3)
+def test_var_is_unbiased_as_pytorch_unless_numpy_keywords_are_used():
+    x = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, sum of squared deviations 5: 5/3 unbiased, 5/4 population
+    for unbiased in (lambda t: t.var(), lambda t: t.var(0), lambda t: t.var(dim=0), lambda t: t.var(unbiased=True)):
+        assert unbiased(gf.tensor(x)).item() == pytest.approx(5 / 3)
+    for population in (
+        lambda t: t.var(axis=0),
+        lambda t: t.var(axis=None),
+        lambda t: t.var(ddof=0),
+        lambda t: t.var(0, False),
+        lambda t: t.var(False),
+        lambda t: t.var(dim=0, correction=0),
+        lambda t: t.var(dim=0, unbiased=False),
+    ):
+        assert population(gf.tensor(x)).item() == 1.25
     assert gf.tensor(x).var(axis=0, ddof=1).item() == pytest.approx(5 / 3)
+    assert gf.tensor([x]).var(1, True, True).shape == (1, 1)
+    assert gf.tensor(x).std().item() == pytest.approx(math.sqrt(5 / 3))
+    if torch is not None:
+        t = torch.tensor([x, x[::-1]], dtype=torch.float64)
+        ours = gf.tensor([x, x[::-1]], dtype=gf.float64)
+        for call in (lambda a: a.var(), lambda a: a.var(1), lambda a: a.var(0, False), lambda a: a.std(1, True, True)):
+            assert_allclose(call(ours).data, call(t).numpy(), rtol=1e-15)
 
 
 def test_unbiased_var_gradient_by_hand():

@@ -191,7 +191,7 @@ def test_layer_norm(out):
     check(out["ln"], [-0.738, 1.352, 0.541, -1.156], 3)
     # "Verify: mean ~ 0, variance ~ 1": exactly so, because epsilon is 0 as in the document
     np.testing.assert_allclose(out["ln"].mean().item(), 0.0, atol=1e-15)
-    np.testing.assert_allclose(out["ln"].var().item(), 1.0, rtol=1e-14)
+    np.testing.assert_allclose(out["ln"].var(ddof=0).item(), 1.0, rtol=1e-14)
 
 
 # --- 5. output projection and softmax over the vocabulary --------------------------------------

@@ -227,12 +227,17 @@ def test_reduction_values_match_numpy(name, axis, keepdims):
     assert_allclose(y.data, expected, rtol=1e-12)
 
 
-def test_var_is_the_population_variance():
+def test_var_is_the_unbiased_variance_and_numpy_keywords_the_population_one():
     x = leaf([1.0, 2.0, 3.0, 4.0])
     v = x.var()
-    assert v.item() == pytest.approx(1.25)  # sum of (x - 2.5)^2 = 5, divided by N = 4 (ddof=0)
+    assert v.item() == pytest.approx(5 / 3)  # sum of (x - 2.5)^2 = 5, divided by N - 1 = 3 (as PyTorch)
     v.backward()
-    assert_allclose(x.grad, 2 * (x.data - 2.5) / 4)
+    assert_allclose(x.grad, 2 * (x.data - 2.5) / 3)
+    y = leaf([1.0, 2.0, 3.0, 4.0])
+    v = y.var(axis=0)
+    assert v.item() == pytest.approx(1.25)  # numpy's keyword: divided by N = 4 (ddof=0)
+    v.backward()
+    assert_allclose(y.grad, 2 * (y.data - 2.5) / 4)
 
 
 def test_sum_and_mean_gradients():
@@ -903,10 +908,10 @@ def test_default_dtype_is_float32_and_numpy_arrays_keep_theirs():
     assert gf.tensor([1.0], dtype=np.float64).dtype == np.float64
 
 
-def test_grad_of_a_0d_tensor_is_a_0d_array_of_its_dtype():
+def test_grad_of_a_0d_tensor_is_a_0d_tensor_of_its_dtype():
     x = gf.tensor(3.0, requires_grad=True)
     (x * x).backward()
-    assert isinstance(x.grad, np.ndarray)
+    assert isinstance(x.grad, gf.Tensor) and not x.grad.requires_grad and x.grad.grad_fn is None
     assert x.grad.shape == () and x.grad.dtype == np.float32 and x.grad == 6.0
 
 

@@ -83,7 +83,7 @@ def test_a_detached_tensor_shares_the_version_of_its_source():
 def test_retained_graph_used_correctly_and_accumulation_still_work():
     layer, x, loss = linear_loss()
     loss.backward(retain_graph=True)
-    once = layer.weight.grad.copy()
+    once = layer.weight.grad.clone()
     loss.backward()  # nothing changed between the two: the gradients add up
     np.testing.assert_allclose(layer.weight.grad, 2 * once)
     # gradient accumulation: two graphs, two backward passes, then one step

@@ -32,29 +32,15 @@ def _method_as_function(name):
 
 
 # the Tensor methods PyTorch programs call as torch.X(x, ...) (abs, max, min, pow and sum, here and
-# below, take the place of Python's own in this file)
+# below, take the place of Python's own in this file; torch.max(a, b) is a.max(b), the elementwise maximum)
 (
     abs, chunk, clamp, clip, clone, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp,
-    masked_fill, mean, neg, permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin, softmax, sort,
-    sqrt, squeeze, std, sum, tanh, transpose, unsqueeze, var,
+    masked_fill, max, mean, min, neg, norm, permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin,
+    softmax, sort, sqrt, squeeze, std, sum, tanh, transpose, unique, unsqueeze, var,
 ) = map(_method_as_function, """
     abs chunk clamp clip clone cos cumsum exp flatten flip gather log log_softmax logsumexp
-    masked_fill mean neg permute relu reshape roll rsqrt scatter_add sigmoid sin softmax sort
-    sqrt squeeze std sum tanh transpose unsqueeze var""".split())  # fmt: skip
-
-
-def max(input, *args, **kwargs):
-    """x.max(...) (see Tensor.max); with a tensor second, the elementwise maximum, as torch.max(a, b)."""
-    if args and isinstance(args[0], Tensor):
-        return maximum(input, *args)
-    return as_tensor(input).max(*args, **kwargs)
-
-
-def min(input, *args, **kwargs):
-    """x.min(...) (see Tensor.min); with a tensor second, the elementwise minimum, as torch.min(a, b)."""
-    if args and isinstance(args[0], Tensor):
-        return minimum(input, *args)
-    return as_tensor(input).min(*args, **kwargs)
+    masked_fill max mean min neg norm permute relu reshape roll rsqrt scatter_add sigmoid sin
+    softmax sort sqrt squeeze std sum tanh transpose unique unsqueeze var""".split())  # fmt: skip
 
 
 def pow(input, exponent):

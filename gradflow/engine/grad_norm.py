@@ -12,7 +12,8 @@ def grad_norm(parameters, norm_type=2.0):
     the largest |g| for inf. Parameters without a gradient count for nothing."""
     if not norm_type > 0:
         raise ValueError(f"grad_norm: norm_type must be positive (or inf), got {norm_type}")
-    grads = [p.grad for p in ([parameters] if isinstance(parameters, Tensor) else parameters) if p.grad is not None]
+    parameters = [parameters] if isinstance(parameters, Tensor) else parameters
+    grads = [p.grad.data for p in parameters if p.grad is not None]
     if norm_type == math.inf:
         return max((float(np.abs(g).max(initial=0)) for g in grads), default=0.0)
     if norm_type == 2:
@@ -34,5 +35,5 @@ def clip_grad_norm(parameters, max_norm, norm_type=2.0):
     if scale < 1:
         for p in parameters:
             if p.grad is not None:
-                p.grad *= scale
+                p.grad.mul_(scale)
     return total

@@ -90,7 +90,7 @@ def analytic_and_numerical(fn, *inputs, eps=1e-6, seed=0):
     u = np.random.default_rng(seed).standard_normal(y.shape)
     if y.requires_grad:
         y.backward(u)
-    analytic = [np.zeros(x.shape) if x.grad is None else x.grad for _, x in checked]
+    analytic = [np.zeros(x.shape) if x.grad is None else x.grad.data for _, x in checked]
     for (_, x), g in zip(checked, previous):
         x.grad = g
     numeric = numerical_grad(fn, *xs, eps=eps, grad_output=u)

@@ -145,3 +145,44 @@ class InPlace:
         if not low <= high:
             raise ValueError(f"uniform_: low {low} is greater than high {high}")
         return self._update("uniform_", lambda: generator().uniform(low, high, self.shape))
+
+    def addcmul_(self, tensor1, tensor2, value=1):
+        """x <- x + value * tensor1 * tensor2 (Adam's second moment, written as PyTorch writes it)"""
+        return self._update("addcmul_", lambda: self + value * tensor1 * tensor2, tensor1, tensor2)
+
+    def addcdiv_(self, tensor1, tensor2, value=1):
+        """x <- x + value * tensor1 / tensor2 (Adam's step, written as PyTorch writes it)"""
+        return self._update("addcdiv_", lambda: self + value * tensor1 / tensor2, tensor1, tensor2)
+
+    def lerp_(self, end, weight):
+        """x <- x + weight * (end - x): the moving average m <- beta m + (1 - beta) g is m.lerp_(g, 1 - beta)"""
+        return self._update("lerp_", lambda: self + weight * (end - self), end, weight)
+
+    def pow_(self, exponent):
+        """x <- x ** exponent"""
+        return self._update("pow_", lambda: self**exponent, exponent)
+
+    # x <- f(x) for the elementwise functions: each computes the tensor.py op and writes it back
+    def exp_(self):
+        return self._update("exp_", self.exp)
+
+    def log_(self):
+        return self._update("log_", self.log)
+
+    def sqrt_(self):
+        return self._update("sqrt_", self.sqrt)
+
+    def abs_(self):
+        return self._update("abs_", self.abs)
+
+    def neg_(self):
+        return self._update("neg_", self.neg)
+
+    def tanh_(self):
+        return self._update("tanh_", self.tanh)
+
+    def sigmoid_(self):
+        return self._update("sigmoid_", self.sigmoid)
+
+    def relu_(self):
+        return self._update("relu_", self.relu)

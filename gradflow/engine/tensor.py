@@ -14,6 +14,7 @@ for backward (data, version).
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -117,11 +118,30 @@ def _scatter_index(op, index, axis, shape, src_shape=None):
     return index.astype(np.int64)
 
 
+# numpy's ufunc -> (Tensor's method when the tensor is on the left, its reflected twin for the right)
+_OPERATORS = {
+    np.add: ("__add__", "__radd__"),
+    np.subtract: ("__sub__", "__rsub__"),
+    np.multiply: ("__mul__", "__rmul__"),
+    np.true_divide: ("__truediv__", "__rtruediv__"),
+    np.power: ("__pow__", "__rpow__"),
+    np.matmul: ("__matmul__", "__rmatmul__"),
+    np.negative: ("__neg__", None),
+    np.equal: ("__eq__", "__eq__"),
+    np.not_equal: ("__ne__", "__ne__"),
+    np.less: ("__lt__", "__gt__"),
+    np.less_equal: ("__le__", "__ge__"),
+    np.greater: ("__gt__", "__lt__"),
+    np.greater_equal: ("__ge__", "__le__"),
+}
+
+
 class Tensor(PyTorchNames, InPlace, SavedMemory):
     """An n-dimensional array that records how it was computed, for reverse-mode differentiation.
 
-    `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as an array of the
-    same shape and dtype; `grad_fn` is the op that produced it (None for a leaf). While an op in a
+    `data` is the numpy array; `grad`, after `backward()`, is dL/d(this tensor) as a tensor of the
+    same shape and dtype, outside the graph, as in PyTorch (p.grad.zero_(), p.grad.norm(); numpy reads
+    it as an array); `grad_fn` is the op that produced it (None for a leaf). While an op in a
     live graph keeps the array for backward, `data` refuses writes into it; `version` counts the
     updates made in place (SavedMemory, in saved.py, with the rest of those guards).
 
@@ -131,7 +151,6 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     PyTorch's other names: PyTorchNames). The in-place methods (add_, fill_, ...) are in inplace.py.
     """
 
-    __array_ufunc__ = None  # `ndarray + tensor` calls Tensor.__radd__ rather than looping in numpy
     __hash__ = object.__hash__  # == compares elements, as in numpy; identity stays the hash
 
     def __init__(self, data, requires_grad=False, dtype=None):
@@ -175,23 +194,29 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
 
     @property
     def grad(self):
+        """dL/d(this tensor), summed over the backward passes since it was last set to None: a tensor
+        outside the graph, or None before the first backward."""
         return self._grad
 
     @grad.setter
     def grad(self, value):
+        """None, a tensor or an array of this tensor's shape (kept as given, converted to this dtype)."""
         if value is not None:
-            value = np.array(value, dtype=self.dtype)
-            if value.shape != self.shape:
-                raise ValueError(f"grad: shape {value.shape} does not match the tensor's shape {self.shape}")
+            array = value._data if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != self.shape:
+                raise ValueError(f"grad: shape {array.shape} does not match the tensor's shape {self.shape}")
+            if not isinstance(value, Tensor) or value.dtype != self.dtype or value.requires_grad:
+                value = Tensor._constant(np.array(array, dtype=self.dtype))
         self._grad = value
 
     def _accumulate_grad(self, g):
         if self._grad is None:
             # a copy (g may be shared with other tensors), in C order like the data: a weight's gradient
             # often arrives transposed, and the optimizer's passes over it are faster in the data's order
-            self._grad = np.array(g, dtype=self.dtype, order="C")
-        else:
-            self._grad += g
+            self._grad = Tensor._constant(np.array(g, dtype=self.dtype, order="C"))
+        else:  # in place, as PyTorch does; the version count protects a graph that saved the old sum
+            total = self._grad.in_place()
+            total += g
 
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
@@ -211,6 +236,24 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
 
     def __array__(self, dtype=None, copy=None):
         return self.data if dtype is None else self.data.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        """numpy's functions on tensors. An arithmetic operator with an array on its left (`array *
+        tensor`) is the tensor op, recorded as `tensor * array` would be; with out= arrays the ufunc
+        writes into them (`p.data -= lr * p.grad` updates p's array in place); any other ufunc
+        computes on the arrays and gives an array (np.sqrt(p.grad)), as numpy code expects."""
+        operator = _OPERATORS.get(ufunc) if method == "__call__" and out is None and not kwargs else None
+        if operator is not None:
+            left, right = (inputs + (None,))[:2]
+            if isinstance(left, Tensor):
+                return getattr(left, operator[0])(*inputs[1:])
+            return getattr(right, operator[1])(left)
+        arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
+        if out is not None:
+            if any(isinstance(o, Tensor) for o in out):
+                raise TypeError(f"{ufunc.__name__}: out= takes arrays (x.data), not tensors; or use an in-place method")
+            kwargs["out"] = out
+        return getattr(ufunc, method)(*arrays, **kwargs)
 
     def tolist(self):
         """The elements as (nested lists of) Python numbers; a 0-d tensor gives one number."""
@@ -319,6 +362,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     # --- comparisons give boolean tensors (masks), outside the graph ----------------------------
 
     def _compare(self, fn, other):
+        if not isinstance(other, (Tensor, np.ndarray, np.generic, numbers.Number, list, tuple)):
+            return NotImplemented  # pytest.approx and the like compare themselves with the tensor
         other = _lift(other, self)
         broadcast_shape(fn.__name__, self.shape, other.shape)
         return Tensor._constant(fn(self._data, other._data))
@@ -437,6 +482,16 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def min(self, axis=None, keepdims=False):
         """The smallest values over axis (see max)."""
         return self._reduce("min", ops.Min, axis, keepdims)
+
+    @pytorch_keywords
+    def all(self, axis=None, keepdims=False):
+        """True where every element over axis is nonzero: a boolean tensor, outside the graph."""
+        return self._constant(np.all(self._data, axis=normalize_axes("all", axis, self.shape), keepdims=keepdims))
+
+    @pytorch_keywords
+    def any(self, axis=None, keepdims=False):
+        """True where some element over axis is nonzero: a boolean tensor, outside the graph."""
+        return self._constant(np.any(self._data, axis=normalize_axes("any", axis, self.shape), keepdims=keepdims))
 
     @pytorch_keywords
     def logsumexp(self, axis=None, keepdims=False):

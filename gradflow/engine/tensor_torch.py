@@ -7,14 +7,16 @@ and that runs too, because of this file:
 - keywords: every method of tensor.py that takes an axis also takes PyTorch's keyword for it
   (dim= for axis=, keepdim= for keepdims=, dim0=/dim1= for transpose's axes), through the
   decorator `pytorch_keywords`; one spelling or the other, not both. Where PyTorch's call means
-  something else than numpy's, a call written as PyTorch writes it gives PyTorch's result:
-  x.max(dim=1) and x.min(dim=1) are (values, indices), x.var(dim=1) is the unbiased estimate.
+  something else than numpy's (max, min, var, std), one rule: a call without numpy's keywords
+  (axis=, keepdims=, ddof=) is read as PyTorch reads it. x.max(1) and x.max(dim=1) are (values,
+  indices), x.max(y) is the elementwise maximum, x.var(1) and x.var() are the unbiased estimate;
+  x.max(axis=1) is numpy's values and x.var(axis=1) numpy's population variance.
 - names: size(), dim(), view, flatten, contiguous, repeat, split, chunk, clamp, argmax, argmin,
   topk, the dtype conversions to, float, double, long, int, bool, type_as, and the device's:
   device, is_cuda, cpu(), cuda() (refused: the CPU is gradflow's one device, engine/device.py),
   and the factories new_zeros, new_ones, new_full, new_empty, new_tensor.
-- and sort, pow, nelement, requires_grad_, a one-element integer tensor as an index (range(n)[t]: __index__), a 0-d
-  tensor as its number in f-strings (f"{loss:.4f}": __format__).
+- and sort, pow, norm, unique, nelement, requires_grad_, a one-element integer tensor as an index
+  (range(n)[t]: __index__), a 0-d tensor as its number in f-strings (f"{loss:.4f}": __format__).
 
 Nothing here records an op of its own: each method is a tensor.py method (or a few of them) under
 PyTorch's name, so what it computes, and its gradient, is tensor.py's. The in-place methods
@@ -34,8 +36,10 @@ from gradflow.engine.device import CPU, on_cpu
 from gradflow.engine.device import device as device_type
 from gradflow.engine.dtype import as_dtype, bfloat16, bool_, float16, float32, float64, int32, int64
 
-NUMPY_NAME = {"dim": "axis", "keepdim": "keepdims", "dim0": "axis0", "dim1": "axis1"}  # PyTorch's keyword -> numpy's
-PYTORCH_KEYWORDS = frozenset(NUMPY_NAME) | {"correction", "unbiased"}  # (var's: see var_as_pytorch)
+# PyTorch's keyword -> numpy's
+NUMPY_NAME = {"dim": "axis", "keepdim": "keepdims", "dim0": "axis0", "dim1": "axis1", "correction": "ddof"}
+PYTORCH_KEYWORDS = frozenset(NUMPY_NAME) | {"unbiased"}  # (var's: see var_as_pytorch)
+NUMPY_KEYWORDS = frozenset(NUMPY_NAME.values())
 
 
 def pytorch_keywords(method=None, *, answered_by=None):
@@ -44,8 +48,8 @@ def pytorch_keywords(method=None, *, answered_by=None):
     x.sum(dim=1, keepdim=True) is x.sum(axis=1, keepdims=True); giving both spellings of one
     argument is an error naming the op, and a keyword given as None counts as not given, as in
     both libraries. Where PyTorch's call means something else, `answered_by` answers every call
-    that uses a PyTorch keyword (see max_as_pytorch, var_as_pytorch). A call with numpy's keywords
-    only goes straight to the method.
+    without numpy's keywords, positional or not (see max_as_pytorch, var_as_pytorch), and a call
+    with numpy's keywords goes straight to the method.
     """
     if method is None:
         return functools.partial(pytorch_keywords, answered_by=answered_by)
@@ -54,9 +58,9 @@ def pytorch_keywords(method=None, *, answered_by=None):
 
     @functools.wraps(method)
     def either_spelling(self, *args, **kwargs):
+        if answered_by is not None and NUMPY_KEYWORDS.isdisjoint(kwargs):
+            return answered_by(self, *args, **kwargs)
         if kwargs and not PYTORCH_KEYWORDS.isdisjoint(kwargs):
-            if answered_by is not None:
-                return answered_by(self, *args, **kwargs)
             args = _as_numpy_keywords(method.__name__, slots, args, kwargs)
         return method(self, *args, **kwargs)
 
@@ -87,44 +91,47 @@ class ValuesIndices(NamedTuple):
     indices: "Tensor"  # noqa: F821
 
 
-def max_as_pytorch(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
-    """PyTorch's max: with dim=, (values, indices) along that one axis (see _values_indices)."""
-    return _values_indices("max", np.argmax, x.max, x, axis, keepdims, dim, keepdim)
+def max_as_pytorch(x, dim=None, keepdim=False):
+    """PyTorch's max: over everything, the largest value; x.max(dim) is (values, indices) along dim
+    (see _values_indices); x.max(y), for a tensor y, is the elementwise maximum."""
+    return _values_indices("max", np.argmax, x.max, x.maximum, x, dim, keepdim)
 
 
-def min_as_pytorch(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
-    """PyTorch's min: with dim=, (values, indices) along that one axis (see _values_indices)."""
-    return _values_indices("min", np.argmin, x.min, x, axis, keepdims, dim, keepdim)
+def min_as_pytorch(x, dim=None, keepdim=False):
+    """PyTorch's min, as max_as_pytorch."""
+    return _values_indices("min", np.argmin, x.min, x.minimum, x, dim, keepdim)
 
 
-def _values_indices(op, arg, values_only, x, axis, keepdims, dim, keepdim):
-    """PyTorch's max(dim=) or min(dim=): the index of the first extreme along dim, and the values
-    gathered there (so a tie's gradient goes to that one element, as in PyTorch). Without dim=
-    (keepdim= beside numpy's axis=), numpy's values only."""
+def _values_indices(op, arg, over_all, elementwise, x, dim, keepdim):
+    """PyTorch's max(dim) or min(dim): the index of the first extreme along dim, and the values
+    gathered there (so a tie's gradient goes to that one element, as in PyTorch)."""
     if dim is None:
-        return values_only(axis, spelling(op, "keepdims", keepdims, "keepdim", keepdim, False))
-    spelling(op, "axis", axis, "dim", dim, None)  # both given is an error
+        return over_all(axis=None, keepdims=keepdim)
+    if hasattr(dim, "grad_fn") or isinstance(dim, np.ndarray):  # a tensor (or array) of values
+        return elementwise(dim)
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{op}: dim={dim!r} gives values and indices along one axis; for several, use axis=")
-    keepdims = spelling(op, "keepdims", keepdims, "keepdim", keepdim, False)
     dim = normalize_axis(op, dim, x.shape)
     indices = _arg(op, arg, x, dim, keepdims=True)
     values = _gather(x, dim, indices)
-    if not keepdims:
+    if not keepdim:
         values, indices = values.squeeze(dim), indices.squeeze(dim)
     return ValuesIndices(values, x._constant(indices))
 
 
-def var_as_pytorch(x, axis=None, keepdims=None, *, ddof=None, dim=None, keepdim=None, correction=None, unbiased=None):
-    """PyTorch's var: with dim= the unbiased estimate, correction=1 (numpy's ddof), unless correction=
-    or unbiased= says otherwise; without dim=, numpy's population variance unless they say so."""
+def var_as_pytorch(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """PyTorch's var: the unbiased estimate, 1/(N - 1) sum (x - mean)^2, unless correction= (numpy's
+    ddof) or unbiased=False says otherwise. Called as var(dim=None, *, correction=1, keepdim=False),
+    var(dim, unbiased, keepdim) or var(unbiased), as PyTorch is."""
+    if isinstance(dim, bool):  # x.var(False): PyTorch's var(unbiased)
+        if unbiased is not None:
+            raise TypeError(f"var: unbiased given twice ({dim} and unbiased={unbiased})")
+        dim, unbiased = None, dim
     if unbiased is not None:
         if correction is not None:
             raise TypeError("var: give correction= or unbiased=, not both")
         correction = int(bool(unbiased))
-    ddof = spelling("var", "ddof", ddof, "correction", correction, 0 if dim is None else 1)
-    axis = spelling("var", "axis", axis, "dim", dim, None)
-    return x.var(axis, spelling("var", "keepdims", keepdims, "keepdim", keepdim, False), ddof=ddof)
+    return x.var(axis=dim, keepdims=keepdim, ddof=1 if correction is None else correction)
 
 
 def _positions(op, arg, x, axis, dim, keepdims, keepdim):
@@ -286,6 +293,33 @@ class PyTorchNames:
     def pow(self, exponent):
         """self ** exponent (PyTorch's name for the operator)."""
         return self**exponent
+
+    def norm(self, p="fro", dim=None, keepdim=False):
+        """||x||_p = (sum |x_i|^p)^(1/p) over dim (every element by default): p=2 (or "fro") the
+        Euclidean length sqrt(sum x_i^2), p=1 the sum of |x_i|, p=inf the largest |x_i|. Written with
+        the tensor's ops, so its gradient is theirs (at x = 0 the 2-norm's is NaN: 0 times sqrt's inf)."""
+        if p in ("fro", 2):
+            return (self * self).sum(axis=dim, keepdims=keepdim).sqrt()
+        if p == 1:
+            return self.abs().sum(axis=dim, keepdims=keepdim)
+        if p == math.inf:
+            return self.abs().max(axis=dim, keepdims=keepdim)
+        if isinstance(p, (int, float)) and p > 0:
+            return (self.abs() ** p).sum(axis=dim, keepdims=keepdim) ** (1 / p)
+        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
+
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """The distinct elements, in increasing order (numpy's unique), outside the graph; with
+        return_inverse, where each element of x is in them; with return_counts, how often each occurs."""
+        if dim is not None:
+            raise ValueError(f"unique: dim={dim} is not supported; gradflow finds the distinct elements of the tensor")
+        values, inverse, counts = np.unique(self._data, return_inverse=True, return_counts=True)
+        found = [self._constant(values)]
+        if return_inverse:
+            found.append(self._constant(inverse.reshape(self.shape).astype(np.int64)))
+        if return_counts:
+            found.append(self._constant(counts.astype(np.int64)))
+        return found[0] if len(found) == 1 else tuple(found)
 
     def nelement(self):
         """The number of elements (PyTorch's other name for numel)."""

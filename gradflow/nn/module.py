@@ -235,7 +235,10 @@ class Module:
         """Forget the gradients: p.grad = None (PyTorch's default since 2.0: a later backward then
         writes the gradient instead of adding to zeros), or zeros with set_to_none=False."""
         for p in self.parameters():
-            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
 
     # --- dtype and device -----------------------------------------------------------------------
 

@@ -22,4 +22,4 @@ def clip_grad_value_(parameters, clip_value):
     parameters = [parameters] if isinstance(parameters, Tensor) else parameters
     for p in parameters:
         if p.grad is not None:
-            np.clip(p.grad, -clip_value, clip_value, out=p.grad)
+            p.grad.clamp_(-clip_value, clip_value)

@@ -38,7 +38,10 @@ class Optimizer:
         the gradient instead of adding to zeros, and step() skips a parameter that got none), or
         zeros with set_to_none=False."""
         for p in self.parameters():
-            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
 
     def step(self):
         """Update every parameter that has a gradient, in place (p.in_place() counts the update, so a
@@ -46,7 +49,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self.update(p.in_place(), p.grad, self.state.setdefault(id(p), {}), group)
+                    self.update(p.in_place(), p.grad.data, self.state.setdefault(id(p), {}), group)
 
     def update(self, p, g, state, group):
         """Update p, the parameter's array, in place, from its gradient g."""

@@ -49,7 +49,7 @@ class _Accumulation(Watcher):
         ref, version = self.passed.get(id(leaf), (None, None))
         if ref is None or ref() is not leaf or id(leaf) in self.warned:
             return
-        if leaf.grad is not None and np.any(leaf.grad):
+        if leaf.grad is not None and np.any(leaf.grad.data):
             self.warned.add(id(leaf))
             between = (
                 "it was updated since, so the sum mixes gradients taken at different weights"

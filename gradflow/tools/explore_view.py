@@ -99,6 +99,7 @@ class Exploration:
             g = output[op].grad
             if op._freed or g is None:
                 continue
+            g = g.data
             grads = _as_grad_tuple(op, type(op).backward(op, g))
             for i, (t, gi) in enumerate(zip(op.inputs, grads)):
                 if t is not None and gi is not None and op.needs_input_grad[i]:
@@ -265,7 +266,7 @@ class Exploration:
         names = [None if t is None else self.title(g, t) for t in op.inputs]
         inputs = [None if t is None else t.data for t in op.inputs]
         shares = [g.shares.get((op, i)) for i in range(len(op.inputs))]
-        return worked(op, names, inputs, out.data, out.grad, shares, self.title(g, out))
+        return worked(op, names, inputs, out.data, out.grad.data, shares, self.title(g, out))
 
     def decomposition(self, g, op, parent):
         """Open a fused op into primitive ops: its reference (engine/ops/composed.py), each step's

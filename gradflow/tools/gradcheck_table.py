@@ -115,7 +115,8 @@ CASES = [
         c
         for name in ("sum", "mean", "var", "max", "min", "logsumexp")
         for c in [
-            *_cases(name, lambda x, n=name: getattr(x, n)(), ((3, 4),), ((),)),
+            # (x.var() of one element is refused: PyTorch's unbiased estimate divides by N - 1 = 0)
+            *_cases(name, lambda x, n=name: getattr(x, n)(), ((3, 4),), *([((),)] if name != "var" else [])),
             *_cases(f"{name} axis=0", lambda x, n=name: getattr(x, n)(axis=0), ((3, 4),)),
             *_cases(f"{name} axis=-1 keepdims", lambda x, n=name: getattr(x, n)(axis=-1, keepdims=True), ((2, 3, 4),)),
             *_cases(f"{name} axis=(0, 2)", lambda x, n=name: getattr(x, n)(axis=(0, 2)), ((2, 3, 4),)),

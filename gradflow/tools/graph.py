@@ -210,7 +210,7 @@ def tensor_label(t, name, show_values, show_grads, max_elements, fill):
         if show_values:
             cells.append(("data", t.data))
         if show_grads and t.grad is not None:
-            cells.append(("grad", t.grad))
+            cells.append(("grad", t.grad.data))
     span = max(len(cells), 1)
     rows = [f'<tr><td colspan="{span}"><b>{html.escape(name)}</b></td></tr>'] if name else []
     rows.append(f'<tr><td colspan="{span}">{t.shape} {t.dtype}</td></tr>')

@@ -259,7 +259,7 @@ class Distributed:
             p.grad = None
         failure, part = self._shard(x, y, backward=True)
         for p, s in zip(self.params, self.slices):
-            self.buffer[s] = 0 if p.grad is None else p.grad.reshape(-1)
+            self.buffer[s] = 0 if p.grad is None else p.grad.data.reshape(-1)
         self.counts[:] = [p.grad is not None for p in self.params]
         self.buffer[-3:] = part, failure is not None, stop
         self._allreduce(self.buffer)

@@ -6,8 +6,6 @@ parameter with the largest gradient, and the checkpoint kept.
 
 import math
 
-import numpy as np
-
 from gradflow.training.hooks import Hook
 
 
@@ -35,7 +33,7 @@ def _diverged(trainer, loss, norm):
     worst, worst_norm = None, -1.0
     for name, p in trainer.model.named_parameters():
         if p.grad is not None:
-            n = float(np.sqrt(np.vdot(p.grad, p.grad)))
+            n = float(p.grad.norm())
             if not math.isfinite(n) or n > worst_norm:
                 worst, worst_norm = name, n
                 if not math.isfinite(n):
