@@ -800,24 +800,48 @@ def test_an_in_place_change_on_a_leaf_that_requires_grad_is_refused_outside_no_g
     assert w.version == 0
 
 
-def test_an_in_place_change_of_an_output_in_the_graph_is_refused():
+BACKWARD_REFUSED = (
+    "backward: {what} was changed in place by {op} while the graph was recorded, and gradflow does not record "
+    "in-place changes, so no gradient can flow through it; write the change out of place (x = x - y for x -= y, "
+    "x = x.masked_fill(m, v) for x[m] = v), or make it under `with gf.no_grad():`"
+)
+
+
+def test_an_in_place_change_of_an_output_in_the_graph_is_made_and_a_backward_through_it_refused():
+    """PyTorch records it; gradflow makes it (a program that only reads the values runs as written, as
+    makemore's backprop-by-hand lecture does with dlogits[range(n), Yb] -= 1) and refuses the gradient."""
+    x = gf.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], requires_grad=True)
+    p = gf.nn.functional.softmax(x, 1)
+    expected = p.data.copy()
+    p[range(2), [2, 0]] -= 1
+    expected[[0, 1], [2, 0]] -= 1
+    assert_allclose(p.data, expected, rtol=1e-6)
+    if torch is not None:
+        t = torch.softmax(torch.tensor(x.data, requires_grad=True), 1)
+        t[range(2), [2, 0]] -= 1
+        assert_allclose(p.data, t.detach().numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError) as e:
+        (p / 2).sum().backward()
+    assert str(e.value) == BACKWARD_REFUSED.format(what="a tensor of shape (2, 3)", op="setitem")
     y = gf.ones(2, requires_grad=True) * 2
-    with pytest.raises(RuntimeError) as e:
-        y.add_(1)
-    assert str(e.value) == (
-        "add_: a tensor of shape (2,) is the output of mul in the graph being recorded, and gradflow does not "
-        "record in-place changes; write it out of place (x = x + y for x.add_(y), x = x.masked_fill(m, v) for "
-        "x.masked_fill_(m, v))"
-    )
+    y.add_(1)
+    assert_array_equal(y.data, [3.0, 3.0])
+    with pytest.raises(RuntimeError, match="changed in place by add_"):
+        y.sum().backward()
 
 
-def test_writing_a_value_that_requires_grad_in_place_is_refused():
+def test_writing_a_value_that_requires_grad_in_place_is_made_and_a_backward_through_it_refused():
+    w = gf.tensor([1.0, 2.0], requires_grad=True)
+    z = gf.zeros(3)
+    z.name = "dz"
+    z[1] += (w * 2)[0]  # a gradient written by hand from tensors of the graph
+    assert_array_equal(z.data, [0.0, 2.0, 0.0]) and z.requires_grad
     with pytest.raises(RuntimeError) as e:
-        gf.zeros(2).copy_(gf.ones(2, requires_grad=True))
-    assert str(e.value) == (
-        "copy_: the value written requires grad, and an in-place change is not recorded in the graph; write it "
-        "out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
-    )
+        z.sum().backward()
+    assert str(e.value) == BACKWARD_REFUSED.format(what="dz of shape (3,)", op="setitem")
+    with gf.no_grad():
+        q = gf.zeros(2).copy_(gf.ones(2, requires_grad=True))
+    assert not q.requires_grad and q.grad_fn is None
 
 
 def test_in_place_on_read_only_memory_and_with_a_wrong_shape_or_value():

@@ -5,10 +5,13 @@ tensor's own memory, through `in_place()`, which counts the change in the tensor
 graph that saved these values for backward then refuses to use the new ones, with an error
 naming the op, instead of computing a wrong gradient.
 
-Nothing here is recorded in the graph, so an in-place change is refused where the graph would
-need it: on a tensor that requires grad, or with a value that requires grad, while the graph is
-being recorded. Updating parameters in place (an optimizer's step, a weight init) is what
-`with gf.no_grad():` is for, as in PyTorch.
+Nothing here is recorded in the graph. On a leaf that requires grad (a parameter) an in-place
+change is refused while the graph is recorded, as in PyTorch: updating parameters in place (an
+optimizer's step, a weight init) is what `with gf.no_grad():` is for. On an op's output in the
+graph, or with a value that requires grad, PyTorch records the change; gradflow makes it, and the
+tensor's grad_fn becomes `ChangedInPlace`, which refuses, in one line, a backward that reaches it:
+a program that only reads the values (a gradient computed by hand, `dlogits[range(n), y] -= 1`)
+runs as written, and no gradient is ever computed from values the graph did not see.
 """
 
 import numpy as np
@@ -17,6 +20,26 @@ from gradflow.engine import autograd
 from gradflow.engine.checks import broadcast_shape
 from gradflow.engine.naming import describe
 from gradflow.engine.rng import generator
+
+
+class ChangedInPlace(autograd.Function):
+    """The grad_fn of a tensor changed in place while the graph was recorded (see the module's
+    docstring): it has no inputs, and a backward that reaches it is refused in one line."""
+
+    @classmethod
+    def node(cls, op, tensor):
+        node = cls()
+        node.inputs, node.needs_input_grad, node.params = (), (), {"op": op}
+        node.what = f"{describe(tensor)} was changed in place by {op}"
+        return node
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(
+            f"backward: {ctx.what} while the graph was recorded, and gradflow does not record in-place changes, "
+            "so no gradient can flow through it; write the change out of place (x = x - y for x -= y, "
+            "x = x.masked_fill(m, v) for x[m] = v), or make it under `with gf.no_grad():`"
+        )
 
 
 class InPlace:
@@ -29,8 +52,7 @@ class InPlace:
         casting "same_kind" refuses arithmetic whose result has a wider kind than the tensor (an
         integer tensor += 0.5); assignments (fill_, copy_, x[i] = v) convert as PyTorch's do.
         """
-        if autograd.is_grad_enabled():
-            self._refuse_while_recording(op, sources)
+        unrecorded = autograd.is_grad_enabled() and self._needed_by_the_graph(op, sources)
         if not self._data.flags.writeable:
             raise ValueError(
                 f"{op}: the memory of {describe(self)} is read-only (an expand()ed tensor, or a "
@@ -49,26 +71,20 @@ class InPlace:
                 "(an in-place change keeps the tensor's shape)"
             )
         self.in_place()[index] = new
+        if unrecorded:
+            self._requires_grad, self.grad_fn = True, ChangedInPlace.node(op, self)
         return self
 
-    def _refuse_while_recording(self, op, sources):
+    def _needed_by_the_graph(self, op, sources):
+        """True if the graph being recorded would need the change: self is an op's output in it, or a
+        value written requires grad. A leaf that requires grad is refused, as PyTorch refuses it."""
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(
                 f"{op}: {describe(self)} is a leaf that requires grad, and an in-place change would be "
                 "hidden from backward; to update it (an optimizer's step, a weight init), wrap it in "
                 "`with gf.no_grad():`"
             )
-        if self.requires_grad:
-            raise RuntimeError(
-                f"{op}: {describe(self)} is the output of {self.grad_fn.name} in the graph being "
-                "recorded, and gradflow does not record in-place changes; write it out of place "
-                "(x = x + y for x.add_(y), x = x.masked_fill(m, v) for x.masked_fill_(m, v))"
-            )
-        if any(getattr(s, "requires_grad", False) for s in sources):
-            raise RuntimeError(
-                f"{op}: the value written requires grad, and an in-place change is not recorded in the graph; "
-                "write it out of place (x = x + y), or under `with gf.no_grad():` to copy the values only"
-            )
+        return self.requires_grad or any(getattr(s, "requires_grad", False) for s in sources)
 
     # x += y, x -= y, x *= y, x /= y: PyTorch changes x in place. Without these Python would rebind x to
     # x + y, and the update `for p in model.parameters(): p -= lr * p.grad` would change no parameter.
