@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.distributed import destroy_process_group, init_process_group
 from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 # --- the model ---------------------------------------------------------------------------------------
 
@@ -356,6 +358,10 @@ def train(model, model_args, checkpoint=None):
     raw_model = model
     if compile:
         model = torch.compile(model)
+    ddp = int(os.environ.get("RANK", -1)) != -1  # started by torchrun: one process per GPU
+    if ddp:
+        init_process_group(backend="nccl")
+        model = DDP(model, device_ids=[int(os.environ["LOCAL_RANK"])])
     config = {k: v for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str))}
     losses_by_iter, evaluations = [], {}
     X, Y = get_batch("train")
@@ -404,6 +410,8 @@ def train(model, model_args, checkpoint=None):
         running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
         print(f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, mfu {running_mfu * 100:.4f}%")
         iter_num += 1
+    if ddp:
+        destroy_process_group()
     return losses_by_iter, evaluations
 
 
