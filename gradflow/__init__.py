@@ -8,10 +8,11 @@ x.grad
 
 The package is layered; each folder may import only the ones listed before it:
 engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast (tuned kernels)
--> nn -> optim -> text, cuda, utils -> pretrained -> training, inference -> tools -> exercises -> cli
+-> nn -> optim -> text, cuda, backends, utils -> pretrained -> training, inference -> tools -> exercises -> cli
 (the only one that imports gradflow.models). Start reading at engine/autograd.py.
 """
 
+import sys
 from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ...
 
 from gradflow import amp, backends, cuda, distributed, fast, nn, optim, utils
@@ -125,6 +126,10 @@ from gradflow.tools.explore import explore
 from gradflow.tools.graph import draw_graph
 from gradflow.tools.profile import profile
 from gradflow.version import __version__
+
+# gf.functional is gradflow.nn.functional, importable by that name too (`import gradflow.functional as F`),
+# as os.path is importable as a module of os
+sys.modules[f"{__name__}.functional"] = functional
 
 kernels.offer(fast.REPLACES)  # the engine runs on its own; the fast tier plugs its kernels in
 

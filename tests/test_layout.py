@@ -13,7 +13,7 @@ import gradflow
 
 PACKAGE = Path(gradflow.__file__).parent
 MODELS = Path(__import__("gradflow.models", fromlist=["_"]).__file__).parent
-RANK = {"engine": 0, "fast": 1, "nn": 2, "optim": 2, "text": 2, "cuda": 2, "utils": 2, "pretrained": 3}
+RANK = {"engine": 0, "fast": 1, "nn": 2, "optim": 2, "text": 2, "cuda": 2, "backends": 2, "utils": 2, "pretrained": 3}
 RANK |= {"training": 4, "inference": 4}
 RANK |= {"tools": 5, "exercises": 6, "models": 6, "cli": 7}
 FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p != MODELS)

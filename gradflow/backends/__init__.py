@@ -4,19 +4,13 @@ GPU programs start by allowing TensorFloat-32 (`torch.backends.cuda.matmul.allow
 `torch.backends.cudnn.allow_tf32 = True`), asking cuDNN to benchmark its kernels, or lowering the
 precision of float32 matrix products. Each switch concerns a GPU library or a GPU number format;
 gradflow computes in float32 or float64 with numpy on the CPU, exactly as written, so the switches
-are plain attributes that remember what was set and change nothing. (The one switch of gradflow's
+are plain attributes that remember what was set and change nothing: one small module per library,
+cuda.py, cudnn.py and mps.py, each with PyTorch's defaults. (The one switch of gradflow's
 own is the kernel tier: gf.use_kernels.) `torch.compile(model)` asks for the same function, faster;
 here it is the model itself, computing what it computed.
 """
 
-from types import SimpleNamespace
-
-cuda = SimpleNamespace(
-    matmul=SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True),
-    is_built=lambda: False,
-)
-cudnn = SimpleNamespace(allow_tf32=True, benchmark=False, deterministic=False, enabled=True, is_available=lambda: False)
-mps = SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
+from gradflow.backends import cuda, cudnn, mps  # (modules, so that `import torch.backends.cudnn` runs too)
 
 _MATMUL_PRECISIONS = ("highest", "high", "medium")
 _matmul_precision = "highest"
@@ -41,3 +35,6 @@ def compile(model=None, **options):
     """The model (or function) itself, as PyTorch's compile would give it back, computing the same; used
     as @compile or @compile(mode=...), the function itself. options (mode, fullgraph, backend, ...) are accepted."""
     return model if model is not None else (lambda fn: fn)
+
+
+__all__ = ["compile", "cuda", "cudnn", "get_float32_matmul_precision", "mps", "set_float32_matmul_precision"]
