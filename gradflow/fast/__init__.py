@@ -11,11 +11,12 @@ shared large kernels among cores (never faster in a step on 2 cores).
 """
 
 from gradflow.engine import ops
-from gradflow.fast import attention, embedding, gelu, norm
+from gradflow.fast import attention, embedding, gelu, gelu_erf, parallel_norm
 
 REPLACES = {
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
-    ops.LayerNorm: norm.LayerNorm,
+    ops.GeluErf: gelu_erf.GeluErf,
+    ops.LayerNorm: parallel_norm.LayerNorm,
     ops.ScaledDotProductAttention: attention.ScaledDotProductAttention,
 }

@@ -1,0 +1,99 @@
+"""Compiled loops (numba) for the fast tier's elementwise and row-wise passes.
+
+Imported only by gradflow/fast/compiled.py, the first time the fast tier needs one of them: this is
+the one module of gradflow that imports numba. Each loop is compiled ahead of its first call for
+float32 and float64 (the signatures below) and cached on disk (cache=True), so the compilation is
+paid once per installation (compiled.py times it).
+
+The loops are the plain ops' formulas element by element, in the same order of operations. The
+one freedom taken is in the sums along a row (total, total_of_product): they may add in any
+order ("reassoc", so that they vectorize; numpy's own sums add pairwise, in another order
+again), so each value is the plain op's up to the rounding of its sums. No other fastmath.
+A loop with parallel=True shares its elements out among numba's threads (prange); those that
+take less time than waking the threads run on one core.
+"""
+
+import math
+
+import numba
+from numba import prange
+
+KINDS = ("f4", "f8")
+
+
+def compiled(*signatures, parallel):
+    """numba's njit for the given signatures (F: each kind of float), cached on disk; with
+    parallel=True its prange loop is shared out among numba's threads."""
+    return numba.njit([s.replace("F", kind) for s in signatures for kind in KINDS], parallel=parallel, cache=True)
+
+
+@numba.njit(fastmath={"reassoc"})
+def total(a):
+    """sum(a) over a row, in float64, in the order that vectorizes best ("reassoc": the only
+    freedom taken from the plain formulas)."""
+    s = 0.0
+    for j in range(a.size):
+        s += a[j]
+    return s
+
+
+@numba.njit(fastmath={"reassoc"})
+def total_of_product(a, b):
+    """sum(a * b) over a row, in float64, as total()."""
+    s = 0.0
+    for j in range(a.size):
+        s += a[j] * b[j]
+    return s
+
+
+@compiled("void(F[:, ::1], F[::1], F[::1], f8, F[:, ::1], F[:, ::1], F[::1])", parallel=False)
+def layer_norm_forward(x, w, b, eps, y, xhat, r):
+    """Each row i of x (n, D):  mu = mean(x_i),  var = mean((x_i - mu)^2),  r_i = 1 / sqrt(var + eps),
+    xhat_i = (x_i - mu) r_i,  y_i = xhat_i w + b   (ops.LayerNorm's forward)."""
+    n, d = x.shape
+    for i in range(n):
+        mu = total(x[i]) / d
+        for j in range(d):
+            xhat[i, j] = x[i, j] - mu  # centred first: var = mean(xhat_i^2)
+        r[i] = 1 / math.sqrt(total_of_product(xhat[i], xhat[i]) / d + eps)
+        for j in range(d):
+            xhat[i, j] *= r[i]
+            y[i, j] = xhat[i, j] * w[j] + b[j]
+
+
+@compiled("void(F[:, ::1], F[:, ::1], F[::1], F[::1], F[:, ::1])", parallel=False)
+def layer_norm_backward(g, xhat, r, w, dx):
+    """Each row i, with gh = g_i w:  dx_i = r_i (gh - mean(gh) - xhat_i mean(gh xhat_i))
+    (ops.LayerNorm's backward for x; dw and db are sums over rows, left to numpy)."""
+    n, d = g.shape
+    for i in range(n):
+        for j in range(d):
+            dx[i, j] = g[i, j] * w[j]  # gh, then dx in the same row
+        gh_mean, ghx_mean = total(dx[i]) / d, total_of_product(dx[i], xhat[i]) / d
+        for j in range(d):
+            dx[i, j] = r[i] * (dx[i, j] - gh_mean - xhat[i, j] * ghx_mean)
+
+
+@compiled("void(F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F, F, F)", parallel=True)
+def adam_step(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, shrink, l2, step_size, v_scale):
+    """One Adam(W) step in place on p, m and v, with gradflow.optim.Adam's update's numbers:
+    AdamW shrinks p by shrink = 1 - lr weight_decay, Adam adds l2 p (l2 = weight_decay) to g; then
+    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
+    p = p - step_size m / (sqrt(v) v_scale + eps),  step_size = lr / (1 - beta1^t),  v_scale = 1 / sqrt(1 - beta2^t).
+    The scalars come in p's kind (1 - beta too, as numpy rounds it), so the arithmetic is that of
+    numpy's passes on p."""
+    for i in prange(p.size):
+        gi = g[i] + l2 * p[i]
+        mi = beta1 * m[i] + one_minus_beta1 * gi
+        vi = beta2 * v[i] + one_minus_beta2 * gi * gi
+        m[i], v[i] = mi, vi  # mi and vi, not m[i] and v[i], below: the loop then vectorizes
+        p[i] = p[i] * shrink - step_size * (mi / (math.sqrt(vi) * v_scale + eps))
+
+
+@compiled("void(F[::1], F[::1], F[::1])", parallel=True)
+def gelu_erf_forward(x, y, cdf):
+    """y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt(2))) / 2, with erf in float64 and Phi rounded once
+    to x's kind, as ops.GeluErf (whose erf is math.erf: the same C library function)."""
+    for i in prange(x.size):
+        cdf[i] = (1 + math.erf(float(x[i]) / math.sqrt(2))) / 2
+        y[i] = x[i] * cdf[i]

@@ -1,0 +1,202 @@
+"""The fast tier's compiled loops (gradflow/fast/loops.py, numba, the `fast` extra) give the plain ops'
+numbers: LayerNorm and exact GELU in value and gradient on every gradcheck table row that runs them,
+in float64 and float32, and on the baby GPT's shapes; the Adam(W) step as the optimizer's numpy
+update. Without numba (or with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing
+gradflow never imports numba.
+
+The tests that need numba skip where it is not installed, unless GRADFLOW_REQUIRE_NUMBA=1 (CI sets
+it), which makes that a failure.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gradflow as gf
+from gradflow import fast
+from gradflow.engine import ops
+from gradflow.engine.autograd import topological_order
+from gradflow.fast import adam, compiled, gelu_erf, norm, parallel_norm
+from gradflow.nn import functional as F
+from gradflow.optim.adam import Adam, AdamW
+from gradflow.tools.gradcheck_table import CASES
+
+COMPILED = (ops.LayerNorm, ops.GeluErf)  # the plain ops whose fast kernels run compiled loops
+
+
+@pytest.fixture(scope="module")
+def loops():
+    """gradflow.fast.loops, or a skip where numba is not installed (a failure when GRADFLOW_REQUIRE_NUMBA=1)."""
+    if compiled.loops() is None:
+        if os.environ.get("GRADFLOW_REQUIRE_NUMBA") == "1":
+            pytest.fail(f"GRADFLOW_REQUIRE_NUMBA=1, and the compiled loops did not load: {compiled.describe()}")
+        pytest.skip(f"the compiled loops: {compiled.describe()}")
+    return compiled.loops()
+
+
+def _ops_of(case):
+    with gf.use_kernels("plain"):
+        return {type(node) for node in topological_order(case.fn(*case.inputs()).grad_fn)}
+
+
+TABLE = [case for case in CASES if _ops_of(case) & set(COMPILED)]
+
+
+def _run(tier, fn, arrays, seed=1):
+    """fn's output and the gradient of each input in `tier`, for one fixed upstream gradient."""
+    with gf.use_kernels(tier):
+        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(*xs)
+        y.backward(np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype))
+        return [y.data.copy()] + [np.asarray(x.grad) for x in xs]
+
+
+def _assert_same(fn, arrays, dtype):
+    tight = dtype == np.float64
+    rtol, atol = (1e-12, 1e-14) if tight else (2e-5, 2e-6)
+    for p, f in zip(_run("plain", fn, arrays), _run("fast", fn, arrays)):
+        assert f.dtype == p.dtype and f.shape == p.shape
+        np.testing.assert_allclose(f, p, rtol=rtol, atol=atol)
+
+
+def test_the_table_has_rows_for_every_compiled_kernel():
+    assert {op for case in TABLE for op in _ops_of(case)} >= set(COMPILED)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", TABLE, ids=[c.label for c in TABLE])
+def test_compiled_kernels_equal_plain_on_the_gradcheck_table(loops, case, dtype):
+    _assert_same(case.fn, [x.data.astype(dtype) for x in case.inputs()], dtype)
+
+
+def _model_shapes():
+    rng = np.random.default_rng(0)
+    return {
+        "layer_norm (12, 64, 128), no bias": (
+            lambda x, w: F.layer_norm(x, w.shape, w),
+            [rng.standard_normal((12, 64, 128)), 1 + 0.1 * rng.standard_normal(128)],
+        ),
+        "layer_norm (4, 7, 33), weight and bias": (
+            lambda x, w, b: F.layer_norm(x, w.shape, w, b),
+            [3 + rng.standard_normal((4, 7, 33)), rng.standard_normal(33), rng.standard_normal(33)],
+        ),
+        "gelu exact (12, 64, 512)": (F.gelu, [rng.standard_normal((12, 64, 512)) * 2]),
+    }
+
+
+MODEL_SHAPES = _model_shapes()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", MODEL_SHAPES)
+def test_compiled_kernels_equal_plain_on_the_models_shapes(loops, name, dtype):
+    fn, arrays = MODEL_SHAPES[name]
+    _assert_same(fn, [a.astype(dtype) for a in arrays], dtype)
+
+
+def test_exact_gelu_is_the_plain_ops_to_the_last_bit(loops):
+    """Both call the C library's erf on the same float64 numbers and round Phi once."""
+    x = np.random.default_rng(2).standard_normal((3, 1000)).astype(np.float32) * 4
+    plain, fast_ = _run("plain", F.gelu, [x]), _run("fast", F.gelu, [x])
+    np.testing.assert_array_equal(fast_[0], plain[0])
+
+
+def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
+    """A float64 weight on float32 activations, a float16 input: the numpy kernels, the plain numbers."""
+    half = np.linspace(-3, 3, 7, dtype=np.float16)
+    with gf.use_kernels("fast"):
+        fast_half = F.gelu(gf.tensor(half)).data
+    with gf.use_kernels("plain"):
+        np.testing.assert_array_equal(fast_half, F.gelu(gf.tensor(half)).data)
+    rng = np.random.default_rng(3)
+    x32, w64 = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal(6)
+    assert not parallel_norm.fits(x32, w64, None) and parallel_norm.fits(x32, w64.astype(np.float32), None)
+    layer_norm = lambda x, w: F.layer_norm(x, w.shape, w)  # noqa: E731
+    for p, f in zip(_run("plain", layer_norm, [x32, w64]), _run("fast", layer_norm, [x32, w64])):
+        assert f.dtype == p.dtype
+        np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("optimizer", [AdamW, Adam])
+def test_the_compiled_adam_step_equals_the_optimizers_update(loops, optimizer, dtype):
+    """Five steps of the loop against five of Adam.update's numpy passes, with weight decay."""
+    rng = np.random.default_rng(4)
+    p0, grads = rng.standard_normal((7, 9)).astype(dtype), rng.standard_normal((5, 7, 9)).astype(dtype)
+    group = {"lr": 1e-2, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1}
+    numpy_p, state = p0.copy(), {}
+    fast_p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    reference = optimizer([gf.zeros(1)], **group)
+    with gf.use_kernels("fast"):
+        for t, g in enumerate(grads, start=1):
+            reference.update(numpy_p, g, state, group)
+            assert adam.adam_step(fast_p, g, m, v, step=t, decoupled=optimizer.decoupled, **group)
+    tight = dtype == np.float64
+    for f, p in ((fast_p, numpy_p), (m, state["m"]), (v, state["v"])):
+        np.testing.assert_allclose(f, p, rtol=1e-13 if tight else 1e-6, atol=1e-15 if tight else 1e-7)
+
+
+def test_the_adam_step_leaves_what_it_cannot_take_to_the_optimizer(loops):
+    p, g = np.ones((4, 4), np.float32), np.ones((4, 4), np.float32)
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    args = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "step": 1}
+    with gf.use_kernels("fast"):
+        assert not adam.adam_step(p, g.astype(np.float64), m, v, **args)
+        assert not adam.adam_step(p, g.T, m, v, **args)  # (4, 4) but not C-contiguous
+        assert not adam.adam_step(p.astype(np.float16), g, m, v, **args)
+    with gf.use_kernels("plain"):  # the plain tier keeps the optimizer's formulas
+        assert not adam.adam_step(p, g, m, v, **args)
+    assert (p == 1).all() and not m.any() and not v.any()
+
+
+def test_the_fast_tier_names_the_kernels_it_runs():
+    assert fast.REPLACES[ops.LayerNorm] is parallel_norm.LayerNorm
+    assert fast.REPLACES[ops.GeluErf] is gelu_erf.GeluErf
+    assert issubclass(parallel_norm.LayerNorm, norm.LayerNorm)  # the numpy kernel where the loops cannot run
+
+
+def _python(code, **env):
+    """Run code in a fresh interpreter with `env` added to the environment: (exit code, output)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")} | env
+    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+FIRST_OP = (
+    "import sys; import gradflow as gf; from gradflow.fast import compiled\n"
+    "assert 'numba' not in sys.modules, 'importing gradflow imported numba'\n"
+    "x = gf.randn(3, 5, requires_grad=True)\n"
+    "gf.nn.functional.layer_norm(x, (5,))\n"
+    "print('numba' in sys.modules, end=' ')\n"
+    "with gf.use_kernels('fast'):\n"
+    "    gf.nn.functional.layer_norm(x, (5,)).sum().backward()\n"
+    "print('numba' in sys.modules, compiled.describe().split(' (')[0])\n"
+)
+
+
+def test_importing_gradflow_or_running_plain_never_imports_numba(loops):
+    status, output = _python(FIRST_OP)
+    assert status == 0, output
+    assert output.startswith("False True numba ")
+
+
+def test_gradflow_numba_0_runs_the_numpy_kernels():
+    assert _python(FIRST_OP, GRADFLOW_NUMBA="0") == (0, "False False numpy only\n")
+
+
+THREADS = (
+    "from gradflow.fast import compiled\n"
+    "import numpy as np, numba\n"
+    "compiled.loops().gelu_erf_forward(*(np.zeros(9) for _ in range(3)))\n"
+    "print(numba.get_num_threads() == compiled.blas_threads(), numba.threading_layer())\n"
+)
+
+
+@pytest.mark.parametrize("blas", ["1", "2"])
+def test_the_loops_use_the_threads_blas_uses_on_the_workqueue_layer(loops, blas):
+    """As many threads as numpy's BLAS (never more cores than it was given), and numba's workqueue
+    layer, whose idle threads sleep instead of spinning."""
+    assert _python(THREADS, OPENBLAS_NUM_THREADS=blas) == (0, "True workqueue\n")
