@@ -37,6 +37,7 @@ from threadpoolctl import threadpool_info
 
 import gradflow as gf
 from gradflow.engine.kernels import fast_unless_chosen
+from gradflow.fast.compiled import describe as describe_kernels
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.text import CharTokenizer, default_corpus, get_batch, split
@@ -179,7 +180,7 @@ def main():
     work = batches(train_ids, args.steps)
     print(
         f"baby GPT (gradflow train's default), batch {BATCH} x {BLOCK} tokens; {args.rounds} rounds of "
-        f"{args.steps} steps; numpy's BLAS {blas_threads()} threads; kernels {gf.kernels_in_use()}"
+        f"{args.steps} steps; numpy's BLAS {blas_threads()} threads; kernels: {describe_kernels()}"
     )
     for step in engines.values():  # warm up: first calls allocate and fill caches
         for x, y in work[:3]:

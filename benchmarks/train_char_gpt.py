@@ -48,6 +48,7 @@ from torch_gpt import torch_training_step  # noqa: E402  (beside this file)
 
 import gradflow as gf  # noqa: E402
 from gradflow.engine.kernels import fast_unless_chosen  # noqa: E402
+from gradflow.fast.compiled import describe as describe_kernels  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
@@ -237,7 +238,7 @@ def main():
         return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
-    print(describe_blas() + f"; gradflow's kernels: {gf.kernels_in_use()} (GRADFLOW_KERNELS)")
+    print(describe_blas() + f"; gradflow's kernels: {describe_kernels()} (GRADFLOW_KERNELS, GRADFLOW_NUMBA)")
     if not args.skip_train:
         gf.manual_seed(args.seed)
         model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))

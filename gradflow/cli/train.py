@@ -27,6 +27,7 @@ from gradflow.cli.build import (
     tokenizer_for,
 )
 from gradflow.engine.rng import manual_seed
+from gradflow.fast.compiled import describe as describe_kernels
 from gradflow.inference import generate
 from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
 from gradflow.training.checkpoint import load_checkpoint
@@ -249,7 +250,7 @@ def _prepare(args, given, distributed=False):
     print(
         f"training a {meta['model']['type']} of {model.num_parameters():,} parameters on "
         f"{len(train_ids):,} tokens ({tokenizer.vocab_size} in the vocabulary) for {config.max_iters} steps; "
-        f"writing to {config.out_dir}/",
+        f"writing to {config.out_dir}/; kernels: {describe_kernels()}",
         flush=True,
     )
 

@@ -25,8 +25,10 @@ import importlib.util
 import os
 import time
 
+from gradflow.engine.kernels import kernels_in_use
+
 ENVIRONMENT_VARIABLE = "GRADFLOW_NUMBA"
-COMPILED = "LayerNorm, exact GELU, Adam's step"  # the kernels with a loop in loops.py
+COMPILED = "LayerNorm, exact GELU"  # the ops whose kernels run loops of loops.py
 
 _loops = None
 _why_not = None  # why the loops did not load (None: they did, or were not asked for yet)
@@ -53,13 +55,16 @@ def numpy_only():
 
 
 def describe():
-    """One line that says what the fast tier runs compiled: numba's loops on how many threads, or why not."""
+    """The kernels the ops run, in one line: "plain", or "fast" and what the fast tier runs compiled
+    (numba's loops, on how many threads) or why it runs numpy only. Asked in the fast tier, it loads the loops."""
+    if kernels_in_use() == "plain":
+        return "plain"
     if loops() is None:
-        return f"numpy only ({_why_not or 'numpy_only()'})"
+        return f"fast, numpy only ({_why_not or 'numpy_only()'})"
     import numba
 
     return (
-        f"numba {numba.__version__} loops for {COMPILED} on {numba.get_num_threads()} threads "
+        f"fast, numba {numba.__version__} loops for {COMPILED} on {numba.get_num_threads()} threads "
         f"({numba.config.THREADING_LAYER}), loaded in {load_seconds:.1f} s"
     )
 
