@@ -15,6 +15,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import gradflow as gf
+from gradflow.nn import functional as F_
 from gradflow.utils.data import (
     BatchSampler,
     DataLoader,
@@ -568,3 +569,67 @@ def test_load_refuses_to_map_to_another_device(tmp_path, where):
     line = f"load: gradflow runs on numpy on the CPU; there is no device {name!r}"
     with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
         gf.load(tmp_path / "w.pt", map_location=where)
+
+
+# --- activations, normalization and initialisers that learners' programs name --------------------------
+
+NN_CALLS = [
+    "F.leaky_relu(x)",
+    "F.leaky_relu(x, 0.2)",
+    "F.leaky_relu(x, negative_slope=0.1)",
+    "lib.nn.LeakyReLU()(x)",
+    "lib.nn.LeakyReLU(0.3, inplace=False)(x)",
+    "F.normalize(x)",
+    "F.normalize(x, dim=-1)",
+    "F.normalize(x, p=1.0, dim=0)",
+    "F.normalize(x * 0, dim=1)",
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("call", NN_CALLS)
+def test_activations_and_normalize_beside_pytorch(call):
+    rng = np.random.default_rng(0)
+    a, u = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    results = []
+    for lib in (gf, torch):
+        x = lib.tensor(a, requires_grad=True)
+        y = eval(call, {"lib": lib, "F": lib.nn.functional, "x": x})
+        y.backward(lib.tensor(u))
+        results.append((as_array(y), as_array(x.grad)))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fn", [lambda x: F_.leaky_relu(x, 0.2), lambda x: F_.normalize(x, dim=-1)], ids=["leaky_relu", "normalize"]
+)
+def test_activations_and_normalize_gradcheck(float64, fn):
+    x = gf.tensor(np.random.default_rng(1).standard_normal((3, 4)), requires_grad=True)
+    assert gf.gradcheck(fn, x)
+
+
+def test_constant_and_trunc_normal_fill_in_place():
+    w = gf.nn.Parameter(gf.zeros(200, 50))
+    assert gf.nn.init.constant_(w, 0.5) is w and (np.asarray(w.data) == 0.5).all()
+    gf.manual_seed(0)
+    gf.nn.init.trunc_normal_(w, std=0.02)  # bounds -2 and 2, far beyond 0.02: a plain N(0, 0.02^2)
+    assert abs(float(np.asarray(w.data).std()) - 0.02) < 1e-3
+    gf.nn.init.trunc_normal_(w, mean=1.0, std=1.0, a=0.5, b=1.5)
+    values = np.asarray(w.data)
+    assert values.min() >= 0.5 and values.max() <= 1.5 and abs(values.mean() - 1.0) < 0.02
+
+
+@needs_torch
+def test_trunc_normal_keeps_pytorchs_bounds():
+    for lib in (gf, torch):
+        w = lib.nn.Parameter(lib.zeros(1000))
+        lib.nn.init.trunc_normal_(w, mean=0.0, std=1.0, a=-0.5, b=0.25)
+        values = as_array(w)
+        assert values.min() >= -0.5 and values.max() <= 0.25 and values.dtype == np.float32
+
+
+def test_trunc_normal_refuses_an_interval_without_mass():
+    line = "trunc_normal_: [a, b] = [5.0, 6.0] holds 2.9e-07 of N(0.0, 1.0^2); it needs 1e-4"
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        gf.nn.init.trunc_normal_(gf.nn.Parameter(gf.zeros(3)), a=5.0, b=6.0)

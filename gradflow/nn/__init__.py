@@ -10,7 +10,7 @@ Built on the engine only: nothing here knows of training, text or the command li
 """
 
 from gradflow.nn import init, lora, utils
-from gradflow.nn.activations import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from gradflow.nn.activations import GELU, Identity, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from gradflow.nn.attention import CausalSelfAttention
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
@@ -29,8 +29,8 @@ from gradflow.nn.positional import (
 
 __all__ = [
     "GELU", "MLP", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "KVCache",
-    "L1Loss", "LayerNorm", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module",
-    "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding",
-    "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
+    "L1Loss", "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss",
+    "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
+    "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
     "TransformerBlock", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip

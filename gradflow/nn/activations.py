@@ -30,6 +30,20 @@ class ReLU(Module):
         return F.relu(x)
 
 
+class LeakyReLU(Module):
+    """y = x for x > 0, negative_slope x elsewhere (see F.leaky_relu); inplace changes nothing."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
 class GELU(Module):
     """y = x Phi(x): approximate="none" (exact, the default, as PyTorch's) or "tanh" (GPT-2's); see F.gelu."""
 

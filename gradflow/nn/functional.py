@@ -19,7 +19,7 @@ import numpy as np
 
 from gradflow.engine import ops
 from gradflow.engine.checks import spelling
-from gradflow.engine.functions import where
+from gradflow.engine.functions import maximum, where
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.attention import allowed_keys, causal_mask  # noqa: F401  (causal_mask: part of the functional API)
 from gradflow.engine.rng import generator
@@ -53,6 +53,13 @@ def tanh(x):
 def sigmoid(x):
     """1 / (1 + e^-x)"""
     return as_tensor(x).sigmoid()
+
+
+def leaky_relu(x, negative_slope=0.01, inplace=False):
+    """x where x > 0, negative_slope x elsewhere (PyTorch's default slope 0.01); the gradient is 1 or the
+    slope. inplace computes out of place (see relu)."""
+    x = as_tensor(x)
+    return where(x > 0, x, x * negative_slope)
 
 
 GELU_OPS = {"tanh": ops.Gelu, "none": ops.GeluErf}
@@ -275,6 +282,17 @@ def dropout(x, p=0.5, training=True, inplace=False):
         return x
     keep = generator().random(x.shape) >= p
     return x * Tensor._make(keep.astype(x.dtype) / x.dtype.type(1 - p), False, None)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """x / max(||x||_p, eps) along dim, ||x||_p = (sum |x|^p)^(1/p): unit vectors, as PyTorch's F.normalize
+    (dim 1 by default, the feature axis of a batch); eps keeps a zero vector zero, and its norm's gradient
+    is 0 there, as PyTorch's (the root's own derivative is infinite at 0)."""
+    x = as_tensor(input)
+    total = (x.abs() ** p).sum(dim, keepdim=True)
+    positive = total > 0
+    norm = where(positive, where(positive, total, 1.0) ** (1.0 / p), 0.0)
+    return x / maximum(norm, eps)
 
 
 def embedding(ids, weight, padding_idx=None):

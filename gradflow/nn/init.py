@@ -74,6 +74,30 @@ def ones_(p):
     return p
 
 
+def constant_(p, val):
+    """p = val everywhere, in place."""
+    if not _meta:
+        p.data = np.full(p.shape, val, p.dtype)
+    return p
+
+
+def trunc_normal_(p, mean=0.0, std=1.0, a=-2.0, b=2.0):
+    """p ~ N(mean, std^2) kept inside [a, b] (bounds in p's units, as PyTorch's), in place: a draw that
+    falls outside is drawn again. The interval must hold some of the distribution: at least 1e-4 of it."""
+    z_a, z_b = (a - mean) / std, (b - mean) / std
+    mass = 0.5 * (math.erf(z_b / math.sqrt(2)) - math.erf(z_a / math.sqrt(2)))
+    if not mass >= 1e-4:
+        raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] holds {mass:.2g} of N({mean}, {std}^2); it needs 1e-4")
+    if not _meta:
+        x = generator().standard_normal(p.shape)
+        outside = (x < z_a) | (x > z_b)
+        while outside.any():
+            x[outside] = generator().standard_normal(int(outside.sum()))
+            outside = (x < z_a) | (x > z_b)
+        p.data = (mean + std * x).astype(p.dtype)
+    return p
+
+
 def calculate_gain(nonlinearity, param=None):
     """The factor that keeps a layer's output variance for this nonlinearity, as PyTorch's: 1 for linear
     and sigmoid, 5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope 0.01
