@@ -5,15 +5,14 @@ alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128
     python benchmarks/kernels.py --context 256    # longer context: attention's causal blocks count
     python benchmarks/kernels.py --rounds 5       # quicker, noisier
 
-Alone: forward and backward of one call on the baby GPT's shapes (and Adam's update of its largest
-weight), fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain. In a
-step: forward, backward and the AdamW update, with every kernel fast, with Adam's update as one
-loop, with each fast kernel in turn left plain, with numpy kernels only, and with every op plain
-(the price of reading). Variants are timed in alternating rounds, and each figure is the median
-over rounds: of the time, and of the ratio to the fast tier's time in the same round, so that a
-machine whose load drifts slows both sides of a ratio alike. Each round starts with the next
-variant, since the first of a round was measured to run about 3% slower; the fast tier is timed
-twice, to show how far apart two equal variants come out.
+Alone: forward and backward of one call on the baby GPT's shapes, fast, fast with numpy kernels
+only (no numba: gradflow/fast/compiled.py), and plain. In a step: forward, backward and the AdamW
+update, with every kernel fast, with each fast kernel in turn left plain, with numpy kernels only,
+and with every op plain (the price of reading). Variants are timed in alternating rounds, and
+each figure is the median over rounds: of the time, and of the ratio to the fast tier's time in
+the same round, so that a machine whose load drifts slows both sides of a ratio alike. Each
+round starts with the next variant, since the first of a round was measured to run about 3%
+slower; the fast tier is timed twice, to show how far apart two equal variants come out.
 """
 
 import argparse
@@ -27,7 +26,6 @@ from gradflow import fast
 from gradflow.engine import ops
 from gradflow.fast import attention as fast_attention
 from gradflow.fast import compiled
-from gradflow.fast.adam import adam_step
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.nn import functional as F
@@ -130,7 +128,6 @@ def alone():
                 call().backward(u)
 
         show(op.__name__, alternate(variants, run, args.rounds))
-    show("Adam's update (512, 128)", alternate(variants, adam_update(), args.rounds))
 
 
 def show(name, result):
@@ -139,35 +136,6 @@ def show(name, result):
         f"  {name:<26} fast {f / args.calls:7.3f}  numpy only {n / args.calls:7.3f}  plain {p / args.calls:7.3f}"
         f"  numpy only / fast {numpy_ratio:5.2f}  plain / fast {ratio:5.2f}"
     )
-
-
-def adam_update():
-    """args.calls AdamW updates of the baby GPT's largest weight, by the optimizer (plain, or without
-    numba) or by gradflow.fast.adam's loop (fast), as with_adam_loop() wires it."""
-    rng = np.random.default_rng(0)
-    p, g = (rng.standard_normal((4 * WIDTH, WIDTH)).astype(np.float32) for _ in range(2))
-    optimizer = gf.optim.AdamW([gf.zeros(1)], lr=1e-3, weight_decay=0.1)
-    group, state = optimizer.param_groups[0], {}
-
-    def run():
-        for _ in range(args.calls):
-            with_adam_loop(optimizer.update)(p, g, state, group)
-
-    return run
-
-
-def with_adam_loop(update):
-    """The optimizer's update, with gradflow.fast.adam's loop tried first (as the optimizer is to
-    call it: until it does, this is how the benchmark times it)."""
-
-    def update_with_loop(p, g, state, group):
-        numbers = {k: group[k] for k in ("lr", "betas", "eps", "weight_decay")}
-        if state and adam_step(p, g, state["m"], state["v"], step=state["step"] + 1, **numbers):
-            state["step"] += 1
-            return
-        update(p, g, state, group)
-
-    return update_with_loop
 
 
 def in_a_step():
@@ -184,19 +152,8 @@ def in_a_step():
             model(x, y)[1].backward()
             optimizer.step()
 
-    @contextlib.contextmanager
-    def adam_loop():
-        """The fast tier, and the optimizer's update through gradflow.fast.adam's loop."""
-        optimizer.update = with_adam_loop(type(optimizer).update.__get__(optimizer))
-        try:
-            with gf.use_kernels("fast"):
-                yield
-        finally:
-            del optimizer.update
-
     variants = {"every kernel fast": lambda: gf.use_kernels("fast")}
     variants["every kernel fast, again"] = lambda: gf.use_kernels("fast")  # how far equals come apart
-    variants["fast, and Adam's update as one loop"] = adam_loop
     variants["fast, numpy kernels only"] = numpy_only
     for op in list(fast.REPLACES):
         variants[f"fast, but {op.__name__} plain"] = lambda op=op: plain(op)
@@ -212,7 +169,8 @@ def in_a_step():
 
 
 if __name__ == "__main__":
-    print(f"malloc tuned: {tune_malloc()} (as the Trainer does); compiled: {compiled.describe()}")
+    with gf.use_kernels("fast"):
+        print(f"malloc tuned: {tune_malloc()} (as the Trainer does); kernels: {compiled.describe()}")
     if not args.skip_alone:
         alone()
     in_a_step()

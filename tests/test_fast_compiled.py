@@ -1,8 +1,7 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba, the `fast` extra) give the plain ops'
 numbers: LayerNorm and exact GELU in value and gradient on every gradcheck table row that runs them,
-in float64 and float32, and on the baby GPT's shapes; the Adam(W) step as the optimizer's numpy
-update. Without numba (or with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing
-gradflow never imports numba.
+in float64 and float32, and on the baby GPT's shapes. Without numba (or with GRADFLOW_NUMBA=0) the
+fast tier runs its numpy kernels, and importing gradflow never imports numba.
 
 The tests that need numba skip where it is not installed, unless GRADFLOW_REQUIRE_NUMBA=1 (CI sets
 it), which makes that a failure.
@@ -20,9 +19,8 @@ import gradflow as gf
 from gradflow import fast
 from gradflow.engine import ops
 from gradflow.engine.autograd import topological_order
-from gradflow.fast import adam, compiled, gelu_erf, norm, parallel_norm
+from gradflow.fast import compiled, gelu_erf, norm, parallel_norm
 from gradflow.nn import functional as F
-from gradflow.optim.adam import Adam, AdamW
 from gradflow.tools.gradcheck_table import CASES
 
 COMPILED = (ops.LayerNorm, ops.GeluErf)  # the plain ops whose fast kernels run compiled loops
@@ -121,38 +119,6 @@ def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
     for p, f in zip(_run("plain", layer_norm, [x32, w64]), _run("fast", layer_norm, [x32, w64])):
         assert f.dtype == p.dtype
         np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("optimizer", [AdamW, Adam])
-def test_the_compiled_adam_step_equals_the_optimizers_update(loops, optimizer, dtype):
-    """Five steps of the loop against five of Adam.update's numpy passes, with weight decay."""
-    rng = np.random.default_rng(4)
-    p0, grads = rng.standard_normal((7, 9)).astype(dtype), rng.standard_normal((5, 7, 9)).astype(dtype)
-    group = {"lr": 1e-2, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1}
-    numpy_p, state = p0.copy(), {}
-    fast_p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
-    reference = optimizer([gf.zeros(1)], **group)
-    with gf.use_kernels("fast"):
-        for t, g in enumerate(grads, start=1):
-            reference.update(numpy_p, g, state, group)
-            assert adam.adam_step(fast_p, g, m, v, step=t, decoupled=optimizer.decoupled, **group)
-    tight = dtype == np.float64
-    for f, p in ((fast_p, numpy_p), (m, state["m"]), (v, state["v"])):
-        np.testing.assert_allclose(f, p, rtol=1e-13 if tight else 1e-6, atol=1e-15 if tight else 1e-7)
-
-
-def test_the_adam_step_leaves_what_it_cannot_take_to_the_optimizer(loops):
-    p, g = np.ones((4, 4), np.float32), np.ones((4, 4), np.float32)
-    m, v = np.zeros_like(p), np.zeros_like(p)
-    args = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "step": 1}
-    with gf.use_kernels("fast"):
-        assert not adam.adam_step(p, g.astype(np.float64), m, v, **args)
-        assert not adam.adam_step(p, g.T, m, v, **args)  # (4, 4) but not C-contiguous
-        assert not adam.adam_step(p.astype(np.float16), g, m, v, **args)
-    with gf.use_kernels("plain"):  # the plain tier keeps the optimizer's formulas
-        assert not adam.adam_step(p, g, m, v, **args)
-    assert (p == 1).all() and not m.any() and not v.any()
 
 
 def test_the_fast_tier_names_the_kernels_it_runs():

@@ -74,22 +74,6 @@ def layer_norm_backward(g, xhat, r, w, dx):
             dx[i, j] = r[i] * (dx[i, j] - gh_mean - xhat[i, j] * ghx_mean)
 
 
-@compiled("void(F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F, F, F)", parallel=True)
-def adam_step(p, g, m, v, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, shrink, l2, step_size, v_scale):
-    """One Adam(W) step in place on p, m and v, with gradflow.optim.Adam's update's numbers:
-    AdamW shrinks p by shrink = 1 - lr weight_decay, Adam adds l2 p (l2 = weight_decay) to g; then
-    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
-    p = p - step_size m / (sqrt(v) v_scale + eps),  step_size = lr / (1 - beta1^t),  v_scale = 1 / sqrt(1 - beta2^t).
-    The scalars come in p's kind (1 - beta too, as numpy rounds it), so the arithmetic is that of
-    numpy's passes on p."""
-    for i in prange(p.size):
-        gi = g[i] + l2 * p[i]
-        mi = beta1 * m[i] + one_minus_beta1 * gi
-        vi = beta2 * v[i] + one_minus_beta2 * gi * gi
-        m[i], v[i] = mi, vi  # mi and vi, not m[i] and v[i], below: the loop then vectorizes
-        p[i] = p[i] * shrink - step_size * (mi / (math.sqrt(vi) * v_scale + eps))
-
-
 @compiled("void(F[::1], F[::1], F[::1])", parallel=True)
 def gelu_erf_forward(x, y, cdf):
     """y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt(2))) / 2, with erf in float64 and Phi rounded once
