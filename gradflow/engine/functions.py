@@ -1,20 +1,26 @@
-"""Functions of tensors: where, cat, stack, split, maximum, minimum, tril, triu, einsum, and the Tensor
-methods PyTorch also spells as functions (torch.tanh(x) is x.tanh(), torch.topk(x, k) is x.topk(k)),
-and PyTorch's inference_mode (no_grad here).
+"""Functions of tensors: where, cat, stack, split, maximum, minimum, einsum, and the Tensor methods
+PyTorch also spells as functions (torch.tanh(x) is x.tanh(), torch.topk(x, k) is x.topk(k)); PyTorch's
+eye, bernoulli and normal (from gradflow's seeded generator), its grad modes (inference_mode,
+set_grad_enabled) and its thread count (numpy's BLAS threads here).
 
 Where a function takes an axis, numpy's axis= and PyTorch's dim= are both accepted (not both at once).
 Each op runs as the Tensor methods run theirs, as kernel(op).apply(...) (see tensor.py).
 """
 
+import builtins
 import functools
 from collections import Counter
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from gradflow.engine import ops
-from gradflow.engine.autograd import no_grad
-from gradflow.engine.checks import broadcast_shape, normalize_axis, spelling
+from gradflow.engine.autograd import _GradMode, no_grad
+from gradflow.engine.checks import broadcast_shape, normalize_axis, shape_arg, spelling
+from gradflow.engine.creation import tensor
+from gradflow.engine.dtype import get_default_dtype
 from gradflow.engine.kernels import kernel
+from gradflow.engine.rng import generator as draws_from
 from gradflow.engine.tensor import Tensor, _binary, _lift, as_tensor
 
 
@@ -31,16 +37,21 @@ def _method_as_function(name):
     return function
 
 
-# the Tensor methods PyTorch programs call as torch.X(x, ...) (abs, max, min, pow and sum, here and
-# below, take the place of Python's own in this file; torch.max(a, b) is a.max(b), the elementwise maximum)
+# the Tensor methods PyTorch programs call as torch.X(x, ...) (abs, all, any, max, min, pow, round and sum,
+# here and below, take the place of Python's own in this file: builtins.any is Python's; torch.max(a, b)
+# is a.max(b), the elementwise maximum)
 (
-    abs, chunk, clamp, clip, clone, cos, cumsum, exp, flatten, flip, gather, log, log_softmax, logsumexp,
-    masked_fill, max, mean, min, neg, norm, permute, relu, reshape, roll, rsqrt, scatter_add, sigmoid, sin,
-    softmax, sort, sqrt, squeeze, std, sum, tanh, transpose, unique, unsqueeze, var,
+    abs, all, amax, amin, any, argsort, ceil, chunk, clamp, clip, clone, cos, cumsum, dot, exp, flatten, flip,
+    floor, gather, index_select, log, log10, log1p, log2, log_softmax, logsumexp, masked_fill, masked_select,
+    max, mean, min, mm, neg, norm, permute, prod, reciprocal, relu, reshape, roll, round, rsqrt, scatter_add,
+    sigmoid, sign, sin, softmax, sort, sqrt, square, squeeze, std, sum, t, tanh, transpose, tril, triu, unbind,
+    unique, unsqueeze, var,
 ) = map(_method_as_function, """
-    abs chunk clamp clip clone cos cumsum exp flatten flip gather log log_softmax logsumexp
-    masked_fill max mean min neg norm permute relu reshape roll rsqrt scatter_add sigmoid sin
-    softmax sort sqrt squeeze std sum tanh transpose unique unsqueeze var""".split())  # fmt: skip
+    abs all amax amin any argsort ceil chunk clamp clip clone cos cumsum dot exp flatten flip
+    floor gather index_select log log10 log1p log2 log_softmax logsumexp masked_fill masked_select
+    max mean min mm neg norm permute prod reciprocal relu reshape roll round rsqrt scatter_add
+    sigmoid sign sin softmax sort sqrt square squeeze std sum t tanh transpose tril triu unbind
+    unique unsqueeze var""".split())  # fmt: skip
 
 
 def pow(input, exponent):
@@ -67,6 +78,112 @@ def outer(a, b):
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True if |a - b| <= atol + rtol |b| everywhere (with broadcasting), as PyTorch's and numpy's allclose."""
     return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True where |input - other| <= atol + rtol |other| (with broadcasting): a boolean tensor, outside the graph."""
+    a, b = np.asarray(input), np.asarray(other)
+    return Tensor._constant(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input, other):
+    """True if the two have one shape and the same elements, as PyTorch's equal (a bool, not a tensor)."""
+    a, b = np.asarray(input), np.asarray(other)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def is_tensor(obj):
+    """True if obj is a gradflow Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def tile(input, dims):
+    """input repeated dims[i] times along axis i, as PyTorch's tile: fewer dims than axes count from
+    the last axis ((2,) on a matrix is (1, 2)), more add leading axes. Repeat's composition, so each
+    element's gradient sums over its copies."""
+    x, dims = as_tensor(input), shape_arg((dims,), "tile")
+    return x.repeat(*((1,) * (x.ndim - len(dims)) + dims))
+
+
+def broadcast_to(input, size):
+    """input broadcast to size without copying (-1 keeps an axis's size): input.expand(size)."""
+    return as_tensor(input).expand(size)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """The n x m identity matrix (n x n without m): ones on the diagonal i = j, zeros elsewhere, in the
+    default float dtype unless dtype= says otherwise."""
+    dtype = get_default_dtype() if dtype is None else dtype
+    return tensor(np.eye(n, m), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability input[i] (or p, for every element), else 0, in input's dtype: PyTorch's
+    bernoulli, drawn from gradflow's generator (or generator=). A draw has no gradient: outside the graph."""
+    x = as_tensor(input)
+    probs = np.asarray(x) if p is None else np.full(x.shape, p)
+    if not np.all((probs >= 0) & (probs <= 1)):
+        raise ValueError(f"bernoulli: probabilities must lie in [0, 1], got values from {probs.min()} to {probs.max()}")
+    return Tensor._constant((draws_from(generator).random(x.shape) < probs).astype(x.dtype))
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Draws of mean + std z, z ~ N(0, 1), from gradflow's generator (or generator=), as PyTorch's normal:
+    normal(means, stds) for tensors of them (one draw each, broadcast together; the tensor's dtype), or
+    normal(mean, std, size) for two numbers (the default float dtype unless dtype= says otherwise).
+    Outside the graph: PyTorch's normal gives mean and std a gradient of zero."""
+    tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
+    if size is None and not tensors:
+        raise TypeError("normal: give size= for a number mean and std, e.g. gf.normal(0.0, 1.0, (3,))")
+    if size is not None and tensors:
+        raise TypeError("normal: size= goes with a number mean and std; tensors give the shape themselves")
+    m, s = np.asarray(mean), np.asarray(std)
+    if np.any(s < 0):
+        raise ValueError(f"normal: std must be non-negative, got {s.min()}")
+    shape = broadcast_shape("normal", m.shape, s.shape) if size is None else shape_arg((size,), "normal")
+    dtype = tensors[0].dtype if tensors else dtype
+    z = draws_from(generator).standard_normal(shape)
+    return tensor(m + s * z, dtype=get_default_dtype() if dtype is None else dtype, device=device,
+                  requires_grad=requires_grad)  # fmt: skip
+
+
+class set_grad_enabled(_GradMode):
+    """Record the graph or not, as PyTorch's set_grad_enabled(mode): a call, which takes effect at once;
+    a context (`with gf.set_grad_enabled(False):`), which restores the mode before it on exit; and a
+    decorator (`@gf.set_grad_enabled(False)`), which sets the mode for each call of the function only."""
+
+    def __init__(self, mode):
+        self.enabled = bool(mode)
+        super().__enter__()
+
+    def __enter__(self):
+        pass  # already set by __init__, as PyTorch's is
+
+    def __call__(self, fn):
+        self.__exit__()  # a decorator changes nothing until its function runs
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(self.enabled):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def set_num_threads(n):
+    """Use n threads for matrix products from now on, for the process (through threadpoolctl).
+
+    PyTorch's threads for one op are numpy's BLAS threads here: matmul, linear and attention's
+    products run on them; the other plain ops run on one thread whatever n is.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads: n must be a positive integer, got {n!r}")
+    threadpool_limits(limits=int(n), user_api="blas")
+
+
+def get_num_threads():
+    """The number of threads numpy's matrix products use (the most any loaded BLAS library uses)."""
+    return builtins.max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
 
 
 class inference_mode(no_grad):
@@ -100,7 +217,7 @@ def cat(tensors, axis=None, *, dim=None):
     first = tensors[0].shape
     axis = normalize_axis("cat", spelling("cat", "axis", axis, "dim", dim, 0), first)
     for i, t in enumerate(tensors):
-        if t.ndim != len(first) or any(n != m for j, (n, m) in enumerate(zip(t.shape, first)) if j != axis):
+        if t.ndim != len(first) or builtins.any(n != m for j, (n, m) in enumerate(zip(t.shape, first)) if j != axis):
             shapes = ", ".join(str(t.shape) for t in tensors)
             raise ValueError(
                 f"cat: tensor {i} has shape {t.shape}, which differs from {first} outside axis {axis} (shapes {shapes})"
@@ -150,27 +267,6 @@ def maximum(a, b):
 
 def minimum(a, b):
     return _binary(ops.Minimum, a, b)
-
-
-def _triangle(op, x, keep):
-    x = as_tensor(x)
-    if x.ndim < 2:
-        raise ValueError(f"{op}: needs at least 2 dimensions, got shape {x.shape}")
-    return x.masked_fill(~keep, 0)
-
-
-def tril(x, k=None, *, diagonal=None):
-    """x with the elements above the k-th diagonal set to 0 (keeps j <= i + k in the last two axes);
-    PyTorch's diagonal= is k."""
-    x, k = as_tensor(x), spelling("tril", "k", k, "diagonal", diagonal, 0)
-    return _triangle("tril", x, np.tri(*x.shape[-2:], k=k, dtype=bool))
-
-
-def triu(x, k=None, *, diagonal=None):
-    """x with the elements below the k-th diagonal set to 0 (keeps j >= i + k in the last two axes);
-    PyTorch's diagonal= is k."""
-    x, k = as_tensor(x), spelling("triu", "k", k, "diagonal", diagonal, 0)
-    return _triangle("triu", x, ~np.tri(*x.shape[-2:], k=k - 1, dtype=bool))
 
 
 def einsum(equation, *operands):

@@ -31,10 +31,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradflow.engine.checks import normalize_axis, shape_arg, spelling
+from gradflow.engine import ops
+from gradflow.engine.checks import broadcast_shape, normalize_axis, shape_arg, spelling
 from gradflow.engine.device import CPU, on_cpu
 from gradflow.engine.device import device as device_type
-from gradflow.engine.dtype import as_dtype, bfloat16, bool_, float16, float32, float64, int32, int64
+from gradflow.engine.dtype import as_dtype, bfloat16, bool_, float16, float32, float64, int32, int64, is_float
 
 # PyTorch's keyword -> numpy's
 NUMPY_NAME = {"dim": "axis", "keepdim": "keepdims", "dim0": "axis0", "dim1": "axis1", "correction": "ddof"}
@@ -157,6 +158,21 @@ def _gather(x, axis, positions):
     index = [np.arange(n).reshape([-1 if i == j else 1 for i in range(x.ndim)]) for j, n in enumerate(x.shape)]
     index[axis] = positions
     return x[tuple(index)]
+
+
+def _axes_or_all(dim):
+    """amax's and amin's dim as max's axis: PyTorch's () (or []) means every axis."""
+    if isinstance(dim, (tuple, list)):
+        return tuple(dim) or None
+    return dim
+
+
+# x.type()'s names, PyTorch's for the CPU's tensor types
+TENSOR_TYPES = {
+    np.dtype(float32): "FloatTensor", np.dtype(float64): "DoubleTensor", np.dtype(int64): "LongTensor",
+    np.dtype(int32): "IntTensor", np.dtype(np.int16): "ShortTensor", np.dtype(np.int8): "CharTensor",
+    np.dtype(np.uint8): "ByteTensor", np.dtype(bool_): "BoolTensor",
+}  # fmt: skip
 
 
 class PyTorchNames:
@@ -346,6 +362,195 @@ class PyTorchNames:
             return format(self.item(), spec)
         return object.__format__(self, spec)
 
+    # --- math under PyTorch's names: compositions of tensor.py's ops, so the gradients are theirs ---
+
+    def log10(self):
+        """log10(x) = log(x) / ln 10."""
+        return self.log() / math.log(10)
+
+    def log2(self):
+        """log2(x) = log(x) / ln 2."""
+        return self.log() / math.log(2)
+
+    def log1p(self):
+        """log(1 + x) = log of (1 + x). PyTorch's log1p is exact where |x| is below the float's epsilon;
+        here 1 + x rounds to 1 there and the result to 0 (an exact log1p is an op of its own, for tensor.py)."""
+        return (1 + self).log()
+
+    def square(self):
+        """x^2 = x * x."""
+        return self * self
+
+    def reciprocal(self):
+        """1 / x."""
+        return 1 / self
+
+    def add(self, other, *, alpha=1):
+        """x + alpha * other, as PyTorch's add."""
+        return self + (other if alpha == 1 else alpha * other)
+
+    def sub(self, other, *, alpha=1):
+        """x - alpha * other, as PyTorch's sub."""
+        return self - (other if alpha == 1 else alpha * other)
+
+    def mul(self, other):
+        """x * other."""
+        return self * other
+
+    def div(self, other, *, rounding_mode=None):
+        """x / other; with rounding_mode="trunc" or "floor" the quotient rounded toward zero or down
+        (Python's //), as PyTorch's div: rounded, it is a step function, outside the graph (see round)."""
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        a, b = self._data, np.asarray(other)
+        if rounding_mode == "floor":
+            return self._constant(np.floor_divide(a, b))
+        return self._constant(np.trunc(a / b).astype(np.result_type(a, b)))
+
+    def eq(self, other):
+        """x == other: a boolean tensor, outside the graph (eq ne lt le gt ge alike)."""
+        return self == other
+
+    def ne(self, other):
+        return self != other
+
+    def lt(self, other):
+        return self < other
+
+    def le(self, other):
+        return self <= other
+
+    def gt(self, other):
+        return self > other
+
+    def ge(self, other):
+        return self >= other
+
+    # Steps (sign, round, floor, ceil) have a derivative of 0 wherever they have one. PyTorch keeps their
+    # results in the graph with that zero gradient; here they are tensors outside the graph, as comparisons
+    # are: a loss that reaches x only through them asks for no gradient of x, and backward says so.
+
+    def sign(self):
+        """-1, 0 or 1 as x is negative, zero or positive; outside the graph (see above)."""
+        return self._constant(np.sign(self._data))
+
+    def round(self, *, decimals=0):
+        """x rounded to `decimals` places, halves to the even neighbour (2.5 -> 2), as PyTorch's and numpy's
+        round; outside the graph (see above)."""
+        return self._constant(np.round(self._data, decimals))
+
+    def floor(self):
+        """The largest whole number <= x; outside the graph (see above). Integers are themselves."""
+        return self._constant(np.floor(self._data) if self.is_floating_point() else self._data.copy())
+
+    def ceil(self):
+        """The smallest whole number >= x; outside the graph (see above). Integers are themselves."""
+        return self._constant(np.ceil(self._data) if self.is_floating_point() else self._data.copy())
+
+    @pytorch_keywords
+    def prod(self, axis=None, keepdims=False, *, dtype=None):
+        """y = prod_i x_i over axis (every element for None), in dtype if given; the gradient, the
+        product of the other factors, holds where x has zeros (ops/prod.py)."""
+        x = self if dtype is None else self.astype(as_dtype("prod", dtype))
+        return x._reduce("prod", ops.Prod, axis, keepdims)
+
+    def amax(self, dim=(), keepdim=False):
+        """The largest values over dim (one axis, several, or every axis for the default ()), as
+        PyTorch's amax: numpy's max, so a tie's gradient is split evenly among the tied elements."""
+        return self.max(axis=_axes_or_all(dim), keepdims=keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        """The smallest values over dim (see amax)."""
+        return self.min(axis=_axes_or_all(dim), keepdims=keepdim)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """The positions that sort x along dim: sort's indices (int64, outside the graph)."""
+        return self.sort(dim=dim, descending=descending, stable=stable).indices
+
+    # --- matrices -------------------------------------------------------------------------------
+
+    def matmul(self, other):
+        """x @ other."""
+        return self @ other
+
+    def mm(self, other):
+        """x @ other for two matrices, as PyTorch's mm."""
+        if self.ndim != 2 or np.ndim(other) != 2:
+            raise ValueError(f"mm: needs two matrices, got shapes {self.shape} and {np.shape(other)}")
+        return self @ other
+
+    def dot(self, other):
+        """sum_i x_i other_i for two vectors of one length, as PyTorch's dot (a 0-d tensor)."""
+        if self.ndim != 1 or np.ndim(other) != 1 or self.shape != np.shape(other):
+            raise ValueError(f"dot: needs two vectors of one length, got shapes {self.shape} and {np.shape(other)}")
+        return self @ other
+
+    def t(self):
+        """The transpose of a matrix; a vector or a 0-d tensor is itself, and more axes are refused, as
+        in PyTorch's t() (transpose(dim0, dim1) swaps two axes of any tensor)."""
+        if self.ndim > 2:
+            raise ValueError(f"t: needs at most 2 dimensions, got shape {self.shape}; use transpose(dim0, dim1)")
+        return self.T if self.ndim == 2 else self
+
+    def tril(self, diagonal=None, *, k=None):
+        """x with the elements above the diagonal-th diagonal set to 0 (keeps j <= i + diagonal in the
+        last two axes), as PyTorch's tril; numpy's name k= is accepted too."""
+        diagonal = spelling("tril", "k", k, "diagonal", diagonal, 0)
+        return self._triangle("tril", np.tri(*self.shape[-2:], k=diagonal, dtype=bool))
+
+    def triu(self, diagonal=None, *, k=None):
+        """x with the elements below the diagonal-th diagonal set to 0 (keeps j >= i + diagonal in the
+        last two axes), as PyTorch's triu; numpy's name k= is accepted too."""
+        diagonal = spelling("triu", "k", k, "diagonal", diagonal, 0)
+        return self._triangle("triu", ~np.tri(*self.shape[-2:], k=diagonal - 1, dtype=bool))
+
+    def _triangle(self, op, keep):
+        if self.ndim < 2:
+            raise ValueError(f"{op}: needs at least 2 dimensions, got shape {self.shape}")
+        return self.masked_fill(~keep, 0)
+
+    # --- picking and viewing --------------------------------------------------------------------
+
+    def unbind(self, dim=0):
+        """The slices along dim, each without that axis, as a tuple (x[0], x[1], ... for dim 0)."""
+        axis = normalize_axis("unbind", dim, self.shape)
+        lead = (slice(None),) * axis
+        return tuple(self[lead + (i,)] for i in range(self.shape[axis]))
+
+    def index_select(self, dim, index):
+        """The slices of x at the positions `index` (a vector of integers, repeats allowed) along dim, as
+        PyTorch's index_select: x[:, index] for dim 1; a repeated position's gradient adds up."""
+        axis = normalize_axis("index_select", dim, self.shape)
+        positions = np.asarray(index)
+        if positions.ndim > 1 or positions.dtype.kind not in "iu":
+            raise TypeError(
+                f"index_select: index must be a vector of integers, got {positions.dtype} of shape {positions.shape}"
+            )
+        return self[(slice(None),) * axis + (positions.reshape(-1),)]
+
+    def masked_select(self, mask):
+        """The elements where mask (boolean, broadcast with x) is True, in row-major order, as a vector."""
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"masked_select: mask must be boolean, got {mask.dtype}")
+        shape = broadcast_shape("masked_select", self.shape, mask.shape)
+        x = self if self.shape == shape else self.expand(shape)
+        return x[np.broadcast_to(mask, shape)]
+
+    def view_as(self, other):
+        """view(other.shape)."""
+        return self.view(other.shape)
+
+    def reshape_as(self, other):
+        """reshape(other.shape)."""
+        return self.reshape(other.shape)
+
+    def expand_as(self, other):
+        """expand(other.shape)."""
+        return self.expand(other.shape)
+
     # --- dtype ----------------------------------------------------------------------------------
     # (last in the class: `float`, `int` and `bool` name methods from here on in its body)
 
@@ -422,6 +627,24 @@ class PyTorchNames:
     def bfloat16(self):
         """Refused: gradflow computes in float32 or float64 (engine/dtype.py)."""
         return self.astype(as_dtype("bfloat16", bfloat16))
+
+    def is_floating_point(self):
+        """True for float32 and float64 tensors."""
+        return is_float(self.dtype)
+
+    def type(self, dtype=None, non_blocking=False):
+        """Without dtype, the tensor's type as a string: "gradflow.FloatTensor" where PyTorch says
+        "torch.FloatTensor" (DoubleTensor, LongTensor, IntTensor, BoolTensor, ... likewise: TENSOR_TYPES).
+        With a dtype, or such a string under either prefix, this tensor in that dtype (see astype)."""
+        if dtype is None:
+            return f"gradflow.{TENSOR_TYPES.get(self.dtype, self.dtype.name)}"
+        if isinstance(dtype, str):
+            prefix, _, name = dtype.rpartition(".")
+            named = {v: k for k, v in TENSOR_TYPES.items()}
+            if prefix not in ("torch", "gradflow") or name not in named:
+                raise ValueError(f"type: unknown tensor type {dtype!r}; known: {', '.join(sorted(named))}")
+            dtype = named[name]
+        return self.astype(as_dtype("type", dtype))
 
     def type_as(self, other):
         """This tensor in other's dtype (see astype)."""

@@ -58,6 +58,7 @@ FILL_MASK = _rng.random((3, 4)) < 0.4
 ANGLES = np.arange(3)[:, None] * 10.0 ** -np.arange(2)  # (T=3, d/2=2): m theta_i for RoPE
 COS, SIN = np.cos(ANGLES), np.sin(ANGLES)
 WHERE_COND = _rng.random((3, 4)) < 0.5
+ZERO_AT = np.array([[0, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=bool)  # one zero in a row, and two
 GATHER_INDEX = np.array([[0, 2, 2], [3, 0, 1], [1, 1, 1]])  # (3, 3) into axis 1 of (3, 4): repeats add up
 
 
@@ -188,6 +189,17 @@ CASES = [
     # the cast op from float64 to float64: through float32, no function passes central differences at
     # eps 1e-6 (float32 rounds x + eps by up to 6% of eps); tests/test_idioms_tensor.py checks that with a wider eps
     *_cases("cast", lambda x: Cast.apply(x, dtype=np.float64).type_as(x), ((3, 4),)),
+    *_cases("log10 log2 log1p", lambda x: x.log10() * x.log2() + x.log1p(), ((3, 4),), positive=True),
+    *_cases("square reciprocal", lambda x: x.square() + x.reciprocal(), ((3, 4),), positive=True),
+    *_cases("add sub alpha", lambda a, b: a.add(b, alpha=2.5).sub(a, alpha=0.5), *BINARY_SHAPES[:3]),
+    *_cases("prod", lambda x: x.prod(), ((3, 4),), ((),), ((5,),)),
+    *_cases("prod dim", lambda x: x.prod(dim=1), ((3, 4),), ((2, 3, 4),)),
+    *_cases("prod dim keepdim", lambda x: x.prod(-1, keepdim=True), ((2, 3, 4),)),
+    *_cases("prod dim=0", lambda x: x.prod(0), ((4, 3),), transposed=True),
+    *_cases("prod axis=(0, 2)", lambda x: x.prod(axis=(0, 2), keepdims=True), ((2, 3, 4),)),
+    *_cases("prod with zeros", lambda x: x.masked_fill(ZERO_AT, 0.0).prod(1), ((3, 4),)),
+    *_cases("amax amin", lambda x: x.amax(dim=(0, 2)) * x.amin(1).sum(), ((2, 3, 4),)),
+    *_cases("mm dot t", lambda a, b: a.mm(b.t()).sum() * a[0].dot(b[1]), ((3, 4), (2, 4))),
     # --- indexing and selection ------------------------------------------------------------------
     *_cases("index slice", lambda x: x[1:, ::2], ((4, 5),)),
     *_cases("index negative", lambda x: x[-1], ((4, 5),)),
@@ -203,6 +215,9 @@ CASES = [
     *_cases("scatter_add", lambda x, s: x.scatter_add(1, GATHER_INDEX, s), ((3, 4), (3, 3))),
     *_cases("scatter_add src larger", lambda x, s: x.scatter_add(0, GATHER_INDEX[:2], s), ((4, 3), (3, 4))),
     *_cases("gather", lambda x: x.gather(1, GATHER_INDEX), ((3, 4),), transposed=True),
+    *_cases("index_select", lambda x: x.index_select(1, np.array([3, 0, 3])), ((3, 4),), ((2, 4, 3),)),
+    *_cases("masked_select", lambda x: x.masked_select(FILL_MASK) * x.masked_select(FILL_MASK[0]).sum(), ((3, 4),)),
+    *_cases("unbind", lambda x: x.unbind(1)[0] * x.unbind()[1][2], ((3, 4),)),
     *_cases("masked_fill", lambda x: x.masked_fill(FILL_MASK, -1.5), ((3, 4),)),
     *_cases("masked_fill broadcast", lambda x: x.masked_fill(FILL_MASK[0], 0.0), ((2, 3, 4),)),
     *_cases("where", lambda a, b: where(WHERE_COND, a, b), ((3, 4), (3, 4)), ((1, 4), (3, 1))),

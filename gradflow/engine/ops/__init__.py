@@ -37,6 +37,7 @@ from gradflow.engine.ops.linear import Linear
 from gradflow.engine.ops.loss import CrossEntropy
 from gradflow.engine.ops.matmul import Matmul
 from gradflow.engine.ops.norm import LayerNorm, RMSNorm
+from gradflow.engine.ops.prod import Prod
 from gradflow.engine.ops.reduce import LogSumExp, Max, Mean, Min, Sum, Var
 from gradflow.engine.ops.rope import Rope
 from gradflow.engine.ops.shape import Cat, Expand, Flip, Pad, Permute, Reshape, Roll, Stack
@@ -45,7 +46,7 @@ from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "Cos", "CrossEntropy", "Cumsum", "Div", "Einsum", "Embedding", "Exp", "Expand",
     "Flip", "Gather", "Gelu", "GeluErf", "Index", "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp",
-    "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow",
+    "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow", "Prod",
     "RMSNorm", "Relu", "Reshape", "Rope", "Roll", "Rsqrt", "ScaledDotProductAttention", "ScatterAdd", "Sigmoid",
     "Silu", "Sin", "Softmax", "Sqrt", "Stack", "Sub", "Sum", "Tanh", "Var", "Where",
 ]  # fmt: skip
