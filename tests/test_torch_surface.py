@@ -633,3 +633,85 @@ def test_trunc_normal_refuses_an_interval_without_mass():
     line = "trunc_normal_: [a, b] = [5.0, 6.0] holds 2.9e-07 of N(0.0, 1.0^2); it needs 1e-4"
     with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
         gf.nn.init.trunc_normal_(gf.nn.Parameter(gf.zeros(3)), a=5.0, b=6.0)
+
+
+# --- recurrent layers: RNN, GRU, LSTM with PyTorch's weights and gate order --------------------------
+
+RECURRENT = [
+    ("RNN", {}),
+    ("RNN", {"nonlinearity": "relu", "num_layers": 2}),
+    ("RNN", {"bias": False, "batch_first": True}),
+    ("GRU", {}),
+    ("GRU", {"num_layers": 2, "batch_first": True}),
+    ("LSTM", {}),
+    ("LSTM", {"num_layers": 2, "batch_first": True, "bias": False}),
+]
+
+
+def recurrent_state(kind, lib, rng, layers, batch):
+    shape = (layers, 4) if batch is None else (layers, batch, 4)
+    make = [lib.tensor(rng.standard_normal(shape), requires_grad=True) for _ in range(2 if kind == "LSTM" else 1)]
+    return (tuple(make) if kind == "LSTM" else make[0]), make
+
+
+@needs_torch
+@pytest.mark.parametrize("unbatched", [False, True], ids=["batched", "unbatched"])
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero state", "given state"])
+@pytest.mark.parametrize("kind, options", RECURRENT, ids=[f"{k}{o}" for k, o in RECURRENT])
+def test_recurrent_layers_beside_pytorch(float64, kind, options, with_state, unbatched):
+    reference = getattr(torch.nn, kind)(3, 4, dtype=torch.float64, **options)
+    layer = getattr(gf.nn, kind)(3, 4, **options)
+    assert [n for n, _ in layer.named_parameters()] == [n for n, _ in reference.named_parameters()]
+    layer.load_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    batch = None if unbatched else 2
+    shape = (5, 3) if unbatched else ((2, 5, 3) if options.get("batch_first") else (5, 2, 3))
+    results = []
+    for lib, module in ((gf, layer), (torch, reference)):
+        rng = np.random.default_rng(0)
+        x = lib.tensor(rng.standard_normal(shape), requires_grad=True)
+        state, leaves = recurrent_state(kind, lib, rng, options.get("num_layers", 1), batch)
+        out, final = module(x, state) if with_state else module(x)
+        finals = final if kind == "LSTM" else (final,)
+        (out.sum() + sum((f * f).sum() for f in finals)).backward()
+        weights = [as_array(p.grad) for p in module.parameters()]
+        grads = [as_array(x.grad)] + ([as_array(t.grad) for t in leaves] if with_state else [])
+        results.append(([as_array(out)] + [as_array(f) for f in finals], grads + weights))
+    for ours, theirs in zip(*results):
+        for a, b in zip(ours, theirs):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
+def test_recurrent_layers_gradcheck(float64, kind):
+    layer = getattr(gf.nn, kind)(2, 3, num_layers=2)
+    x = gf.tensor(np.random.default_rng(3).standard_normal((4, 2, 2)), requires_grad=True)
+    assert gf.gradcheck(lambda x: layer(x)[0], x)
+
+
+@pytest.mark.parametrize(
+    "call, line",
+    [
+        (
+            lambda: gf.nn.LSTM(3, 4, bidirectional=True),
+            "LSTM: bidirectional=True is not supported; run a second LSTM on the reversed sequence",
+        ),
+        (lambda: gf.nn.RNN(3, 4, nonlinearity="gelu"), "RNN: nonlinearity must be 'tanh' or 'relu', got 'gelu'"),
+        (lambda: gf.nn.GRU(3, 4, dropout=1.0), "GRU: dropout must be in [0, 1), got 1.0"),
+        (
+            lambda: gf.nn.GRU(3, 4)(gf.zeros(5, 2, 6)),
+            "GRU: input must be (seq, batch, 3), (batch, seq, 3) with batch_first, or (seq, 3); got shape (5, 2, 6)",
+        ),
+        (
+            lambda: gf.nn.RNN(3, 4)(gf.zeros(5, 2, 3), gf.zeros(2, 2, 4)),
+            "RNN: hx must have shape (1, 2, 4), got (2, 2, 4)",
+        ),
+        (
+            lambda: gf.nn.LSTM(3, 4)(gf.zeros(5, 2, 3), (gf.zeros(1, 2, 4), gf.zeros(1, 3, 4))),
+            "LSTM: c_0 must have shape (1, 2, 4), got (1, 3, 4)",
+        ),
+    ],
+)
+def test_recurrent_refusals(call, line):
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        call()

@@ -4,8 +4,8 @@ functional.py (imported as F) holds the functions a transformer is made of (soft
 cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/engine/ops;
 the Modules here hold the parameters and call F. Read layers.py first, then attention.py (GPT-2's
 attention); kv_cache.py and general_attention.py add decoding, masks, grouped-query heads and RoPE.
-activations.py and losses.py wrap F's functions as Modules, and utils.py clips gradients, with
-PyTorch's names, so PyTorch model code runs as written.
+activations.py and losses.py wrap F's functions as Modules, recurrent.py holds RNN, GRU and LSTM,
+and utils.py clips gradients, with PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
@@ -26,11 +26,12 @@ from gradflow.nn.positional import (
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
+from gradflow.nn.recurrent import GRU, LSTM, RNN
 
 __all__ = [
-    "GELU", "MLP", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "KVCache",
-    "L1Loss", "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss",
-    "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
-    "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
-    "TransformerBlock", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
+    "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
+    "Identity", "KVCache", "L1Loss", "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear",
+    "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss", "Parameter",
+    "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax",
+    "SwiGLU", "Tanh", "TransformerBlock", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip
