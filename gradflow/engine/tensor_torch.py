@@ -404,7 +404,7 @@ class PyTorchNames:
             return self / other
         if rounding_mode not in ("trunc", "floor"):
             raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-        a, b = self._data, np.asarray(other)
+        a, b = self._data, other._data if isinstance(other, PyTorchNames) else other  # (a number stays weak)
         if rounding_mode == "floor":
             return self._constant(np.floor_divide(a, b))
         return self._constant(np.trunc(a / b).astype(np.result_type(a, b)))

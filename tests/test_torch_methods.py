@@ -1,0 +1,337 @@
+"""The rest of PyTorch's tensor surface (issue 27): each method and free function beside its PyTorch twin.
+
+CALLS is the table: one call, written with `lib.` where it names the library (gf or torch). Where
+torch is installed (pip install torch==2.13.0) each row runs on both, in float32 and in float64, and the
+values, dtypes and gradients must agree; without torch those rows skip, unless GRADFLOW_REQUIRE_TORCH=1
+(CI sets it), which makes the missing import a failure. The tests after the table need no torch: values
+by hand, the choices where gradflow differs on purpose (steps outside the graph, x.type()'s string),
+draws, grad modes, threads, refusals.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from threadpoolctl import threadpool_info
+
+import gradflow as gf
+
+try:
+    import torch
+except ImportError:
+    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
+        raise
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0)")
+
+# Each row: one call, run with lib = gf and lib = torch, and x a tensor of shape (2, 3, 4) with distinct values
+# that requires grad
+CALLS = [
+    # math: compositions of existing ops, so their gradients are those ops'
+    "(x.abs() + 0.5).log10()",
+    "(x.abs() + 0.5).log2()",
+    "x.abs().log1p()",
+    "x.square()",
+    "x.reciprocal()",
+    "x.add(x.flip(0), alpha=2)",
+    "x.add(1.5)",
+    "x.sub(x.flip(0), alpha=0.5)",
+    "x.mul(x.flip(2))",
+    "x.div(x.flip(0))",
+    "(x * 5).div(2, rounding_mode='floor')",
+    "(x * 5).div(2, rounding_mode='trunc')",
+    "(x * 5).long().div(2, rounding_mode='trunc')",
+    # steps and comparisons: outside gradflow's graph, PyTorch's gradient of zero
+    "x.sign() * x",
+    "(x * 3).round() + x",
+    "(x * 3).round(decimals=1)",
+    "(x * 3).floor() * x",
+    "(x * 3).ceil()",
+    "(x * 3).long().floor()",
+    "x.round().eq(0)",
+    "x.ne(x[0])",
+    "x.lt(0)",
+    "x.le(x.flip(1))",
+    "x.gt(0.5)",
+    "x.ge(x[:, :1])",
+    # reductions and sorting
+    "x.prod()",
+    "x.prod(1)",
+    "x.prod(dim=-1, keepdim=True)",
+    "(x * (x > 0)).prod(2)",  # zeros among the factors
+    "x.amax()",
+    "x.amax(dim=(0, 2))",
+    "x.amin(1, keepdim=True)",
+    "x.argsort()",
+    "x.argsort(dim=1, descending=True)",
+    # matrices
+    "x[0].t()",
+    "x[0, 0].t()",
+    "x[0].mm(x[1].t())",
+    "x[0].matmul(x[1].t())",
+    "x.matmul(x[0, 0])",
+    "x[0, 0].dot(x[1, 1])",
+    "x.tril(1)",
+    "x.triu(diagonal=-1)",
+    # picking and viewing
+    "x.unbind(1)",
+    "x.unbind()",
+    "x.index_select(2, lib.tensor([3, 0, 3]))",
+    "x.index_select(0, lib.tensor([1]))",
+    "x.masked_select(x > 0)",
+    "x.masked_select(x[0] > 0)",
+    "x.view_as(x.reshape(6, 4))",
+    "x.reshape_as(x.reshape(4, 6))",
+    "x[:, :1].expand_as(x)",
+    "x.is_floating_point()",
+    "x.long().is_floating_point()",
+    "x.type(lib.float32)",
+    "x.type(lib.float64) * x",
+    # free functions: lib.X(x, ...) is x.X(...)
+    pytest.param(  # strict: when tensor.py's all() holds an array, this row passes and the mark must go
+        "lib.all(x > -5)",
+        marks=pytest.mark.xfail(reason="x.all() of every element holds a numpy scalar", strict=True),
+    ),
+    "lib.all(x > 0, 2)",
+    "lib.any(x > 1, dim=1)",
+    "lib.equal(x, x.clone())",
+    "lib.equal(x, x.flip(0))",
+    "lib.equal(x, x[0])",
+    "lib.isclose(x, x + 1e-9)",
+    "lib.isclose(x, x.flip(0), atol=1.0)",
+    "lib.log10(x.abs() + 1) + lib.log2(x.abs() + 1)",
+    "lib.log1p(x.abs())",
+    "lib.square(x)",
+    "lib.reciprocal(x)",
+    "lib.eye(3)",
+    "lib.eye(2, 4, dtype=lib.float64) + x[0, :2]",
+    "lib.prod(x, 1)",
+    "lib.sign(x)",
+    "lib.round(x * 3)",
+    "lib.floor(x) + lib.ceil(x)",
+    "lib.mm(x[0], x[1].t())",
+    "lib.matmul(x, x[0].t())",
+    "lib.dot(x[0, 0], x[1, 2])",
+    "lib.t(x[1])",
+    "lib.index_select(x, 1, lib.tensor([2, 2, 0]))",
+    "lib.masked_select(x, x < 0)",
+    "lib.argsort(x, 1)",
+    "lib.amax(x, 1)",
+    "lib.amin(x, (0, 1))",
+    "lib.unbind(x, 2)",
+    "lib.tile(x, (2,))",
+    "lib.tile(x[0], (2, 1, 2))",
+    "lib.broadcast_to(x[:, :1], (2, 3, 4))",
+    "lib.broadcast_to(x[0, 0], (3, -1))",
+    "lib.is_tensor(x)",
+    "lib.is_tensor(x.tolist())",
+    "lib.tril(x, diagonal=1)",
+]  # fmt: skip
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4))
+
+
+def _pieces(out):
+    """A call's result as a flat list of tensors and plain values."""
+    return [p for o in out for p in _pieces(o)] if isinstance(out, (tuple, list)) else [out]
+
+
+def _run(code, lib, dtype):
+    """The pieces of the call's result, and x's gradient after backward of sum(u_k * piece_k) over the pieces
+    that require grad (the same random u_k for both libraries); zeros if none does."""
+    x = lib.tensor(X.astype(dtype), requires_grad=True)
+    pieces = _pieces(eval(code, {"lib": lib}, {"x": x}))
+    rng = np.random.default_rng(1)
+    terms = []
+    for p in pieces:
+        w = rng.standard_normal(tuple(p.shape)) if hasattr(p, "shape") else None
+        if w is not None and p.requires_grad:
+            w = w.astype(dtype)
+            terms.append((p * (torch.from_numpy(w) if lib is torch else w)).sum())
+    if terms:
+        sum(terms[1:], terms[0]).backward()
+    if x.grad is None:
+        return pieces, np.zeros(X.shape, dtype)
+    return pieces, x.grad.numpy() if lib is torch else np.asarray(x.grad)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("call", CALLS)
+def test_call_matches_pytorch(call, dtype):
+    ours, our_grad = _run(call, gf, dtype)
+    theirs, their_grad = _run(call, torch, dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    assert len(ours) == len(theirs)
+    for p, q in zip(ours, theirs):
+        if isinstance(q, torch.Tensor):
+            a, b = np.asarray(p), q.detach().numpy()
+            assert isinstance(p, gf.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+            assert_allclose(a, b, rtol=rtol, atol=1e-12 if dtype == np.float64 else 1e-6)
+        else:
+            assert p == q and type(p) is type(q)
+    assert_allclose(our_grad, their_grad, rtol=rtol, atol=1e-12 if dtype == np.float64 else 1e-6)
+
+
+@needs_torch
+def test_prod_gradient_with_zeros_matches_pytorch():
+    data = [[2.0, 0.0, 3.0, 5.0], [0.0, 2.0, 0.0, 4.0], [1.0, 2.0, 3.0, 4.0]]
+    for call in (lambda t: t.prod(1), lambda t: t.prod(), lambda t: t[1:].prod(), lambda t: t.prod(0, True)):
+        x, t = gf.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+        call(x).sum().backward()
+        call(t).sum().backward()
+        assert_array_equal(x.grad, t.grad.numpy())
+
+
+@needs_torch
+def test_amax_splits_a_ties_gradient_evenly_as_pytorch():
+    data = [[2.0, 2.0, 1.0], [3.0, 3.0, 3.0]]
+    x, t = gf.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    (x.amax(1) * gf.tensor([1.0, 3.0])).sum().backward()
+    (t.amax(1) * torch.tensor([1.0, 3.0])).sum().backward()
+    assert_allclose(x.grad, [[0.5, 0.5, 0.0], [1.0, 1.0, 1.0]])
+    assert_allclose(x.grad, t.grad.numpy())
+
+
+@needs_torch
+def test_the_type_string_is_pytorchs_under_gradflows_name():
+    for ours, theirs in [
+        (gf.zeros(2), torch.zeros(2)),
+        (gf.zeros(2, dtype=gf.float64), torch.zeros(2, dtype=torch.float64)),
+        (gf.zeros(2, dtype=gf.long), torch.zeros(2, dtype=torch.long)),
+        (gf.zeros(2, dtype=gf.int), torch.zeros(2, dtype=torch.int)),
+        (gf.zeros(2) > 0, torch.zeros(2) > 0),
+    ]:
+        assert ours.type() == theirs.type().replace("torch.", "gradflow.")
+
+
+# --- by hand, without torch ----------------------------------------------------------------------
+
+
+def test_prod_gradient_is_the_product_of_the_others_even_at_zeros():
+    x = gf.tensor([[2.0, 0.0, 3.0], [0.0, 5.0, 0.0]], requires_grad=True)
+    x.prod(dim=1).sum().backward()
+    assert_array_equal(x.grad, [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0]])
+    assert gf.tensor([[1, 2], [3, 4]]).prod(1).tolist() == [2, 12]
+    assert gf.tensor([2.0, 3.0]).prod(dtype=gf.float64).dtype == np.float64
+
+
+def test_steps_are_outside_the_graph_and_round_halves_to_even():
+    x = gf.tensor([0.5, 1.5, 2.5, -0.5, -1.7], requires_grad=True)
+    assert_array_equal(x.round().data, [0.0, 2.0, 2.0, -0.0, -2.0])
+    assert_array_equal(x.floor().data, [0.0, 1.0, 2.0, -1.0, -2.0])
+    assert_array_equal(x.ceil().data, [1.0, 2.0, 3.0, -0.0, -1.0])
+    assert_array_equal(x.sign().data, [1.0, 1.0, 1.0, -1.0, -1.0])
+    assert not any(s.requires_grad for s in (x.round(), x.floor(), x.ceil(), x.sign(), x.argsort(), x.eq(x)))
+    (x.round() * x).sum().backward()  # the step is a constant factor: d/dx (round(x) x) = round(x) here
+    assert_array_equal(x.grad, x.round().data)
+
+
+def test_the_type_string_and_type_conversions():
+    x = gf.tensor([1.5, -2.5])
+    assert x.type() == "gradflow.FloatTensor" and x.double().type() == "gradflow.DoubleTensor"
+    assert x.type("torch.LongTensor").tolist() == [1, -2] and x.type("gradflow.DoubleTensor").dtype == np.float64
+    assert x.type(gf.float64).dtype == np.float64 and x.type(gf.float32) is x
+    assert x.is_floating_point() and not x.long().is_floating_point()
+
+
+def test_set_grad_enabled_is_a_call_a_context_and_a_decorator():
+    assert gf.is_grad_enabled()
+    gf.set_grad_enabled(False)
+    try:
+        assert not gf.is_grad_enabled() and not (gf.ones(2, requires_grad=True) * 2).requires_grad
+    finally:
+        gf.set_grad_enabled(True)
+    with gf.set_grad_enabled(False):
+        assert not gf.is_grad_enabled()
+        with gf.set_grad_enabled(True):
+            assert gf.is_grad_enabled()
+        assert not gf.is_grad_enabled()
+    assert gf.is_grad_enabled()
+
+    @gf.set_grad_enabled(False)
+    def evaluate():
+        return gf.is_grad_enabled()
+
+    assert gf.is_grad_enabled() and not evaluate() and gf.is_grad_enabled()
+    with gf.no_grad():
+        with gf.set_grad_enabled(True):
+            assert (gf.ones(2, requires_grad=True) * 2).requires_grad
+        assert not gf.is_grad_enabled()
+
+
+def _blas_threads():
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_set_num_threads_sets_numpys_blas_threads():
+    before = gf.get_num_threads()
+    assert before == _blas_threads()
+    try:
+        gf.set_num_threads(1)
+        assert gf.get_num_threads() == 1 == _blas_threads()
+        assert_allclose((gf.ones(3, 4) @ gf.ones(4, 2)).data, np.full((3, 2), 4.0))
+    finally:
+        gf.set_num_threads(before)
+    assert gf.get_num_threads() == before
+
+
+def test_bernoulli_and_normal_draw_from_the_seeded_generator():
+    gf.manual_seed(3)
+    first = gf.normal(2.0, 3.0, (20000,)), gf.bernoulli(gf.full((20000,), 0.3))
+    gf.manual_seed(3)
+    again = gf.normal(2.0, 3.0, (20000,)), gf.bernoulli(gf.full((20000,), 0.3))
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(first, again))
+    draws, coins = first
+    assert draws.dtype == np.float32 and abs(draws.data.mean() - 2.0) < 0.1 and abs(draws.data.std() - 3.0) < 0.1
+    assert (
+        coins.dtype == np.float32 and set(np.unique(coins.data)) == {0.0, 1.0} and abs(coins.data.mean() - 0.3) < 0.02
+    )
+    assert gf.bernoulli(gf.zeros(5, dtype=gf.float64), p=1.0).tolist() == [1.0] * 5
+    means = gf.tensor([0.0, 100.0], dtype=gf.float64, requires_grad=True)
+    draws = gf.normal(means, 0.0)
+    assert draws.tolist() == [0.0, 100.0] and draws.dtype == np.float64 and not draws.requires_grad
+    assert gf.normal(gf.zeros(3), gf.ones(3)).shape == (3,)
+    g = gf.Generator().manual_seed(5)
+    assert (
+        gf.normal(0.0, 1.0, (3,), generator=g).tolist()
+        == gf.normal(0.0, 1.0, (3,), generator=g.manual_seed(5)).tolist()
+    )
+
+
+def test_eye_tile_and_broadcast_to():
+    assert_array_equal(gf.eye(2, 3).data, np.eye(2, 3)) and gf.eye(2).dtype == np.float32
+    assert gf.tile(gf.tensor([[1, 2]]), (2,)).tolist() == [[1, 2, 1, 2]]
+    x = gf.tensor([[1.0], [2.0]], requires_grad=True)
+    gf.broadcast_to(x, (2, 3)).sum().backward()
+    assert_array_equal(x.grad, [[3.0], [3.0]])
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: gf.ones(2, 3, 4).mm(gf.ones(4, 2)), "mm: needs two matrices"),
+        (lambda: gf.ones(2, 3).dot(gf.ones(3)), "dot: needs two vectors"),
+        (lambda: gf.ones(3).dot(gf.ones(4)), "dot: needs two vectors of one length"),
+        (lambda: gf.ones(2, 3, 4).t(), "t: needs at most 2 dimensions"),
+        (lambda: gf.ones(2, 3).index_select(0, gf.tensor([0.0])), "index_select: index must be a vector of integers"),
+        (lambda: gf.ones(2, 3).masked_select(gf.ones(2, 3)), "masked_select: mask must be boolean"),
+        (lambda: gf.ones(2, 3).masked_select(gf.ones(4) > 0), "masked_select"),
+        (lambda: gf.ones(2).div(2, rounding_mode="round"), "div: rounding_mode must be"),
+        (lambda: gf.ones(2).type("torch.HalfTensor"), "type: unknown tensor type 'torch.HalfTensor'"),
+        (lambda: gf.set_num_threads(0), "set_num_threads: n must be a positive integer, got 0"),
+        (lambda: gf.bernoulli(gf.tensor([0.5, 1.5])), "bernoulli: probabilities must lie in [0, 1]"),
+        (lambda: gf.normal(0.0, -1.0, (2,)), "normal: std must be non-negative"),
+        (lambda: gf.normal(0.0, 1.0), "normal: give size="),
+        (lambda: gf.normal(gf.zeros(2), 1.0, (2,)), "normal: size= goes with a number mean and std"),
+        (lambda: gf.ones(3).tril(), "tril: needs at least 2 dimensions"),
+        (lambda: gf.ones(3, 3).tril(1, k=1), "tril: give k="),
+        (lambda: gf.ones(2, 3).unbind(2), "unbind"),
+    ],
+)
+def test_refusals_name_the_op_and_the_value(call, message):
+    with pytest.raises((ValueError, TypeError, IndexError)) as e:
+        call()
+    assert message in str(e.value)
