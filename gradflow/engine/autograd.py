@@ -6,8 +6,10 @@ Every differentiable op is a `Function` subclass with a static `forward(ctx, *ar
 that computes the output from numpy arrays, and a static `backward(ctx, grad)` that receives
 dL/d(output) and returns dL/d(input) for each positional input. `Op.apply(*tensors, **params)` runs
 forward and, when an input requires grad (and not under `no_grad`), records the op as a node: the
-output's `grad_fn`, which knows its inputs. Positional arguments of `apply` are the differentiable
-inputs (Tensors); keyword arguments are constants (axis, shape, mask).
+output's `grad_fn`, which knows its inputs and, for each, the node that made it when the op ran
+(`input_nodes`: the edges of the graph, along which backward sends the gradients). Positional
+arguments of `apply` are the differentiable inputs (Tensors); keyword arguments are constants (axis,
+shape, mask).
 
 `backward(root)` is the chain rule, node by node. A tensor x used by the ops u1, u2, ... gets
 
@@ -131,7 +133,7 @@ class Function:
     def apply(cls, *inputs, **params):
         """y = forward(the inputs' arrays); if an input needs a gradient, y.grad_fn is this node."""
         ctx = cls()
-        ctx.inputs, arrays, ctx.needs_input_grad = _inputs(inputs)
+        ctx.inputs, arrays, ctx.needs_input_grad, ctx.input_nodes = _inputs(inputs)
         ctx.params, ctx._recording = params, True in ctx.needs_input_grad
         out = hooks.forward(_output, ctx, arrays) if watchers else _output(ctx, arrays)
         y = Tensor._make(out, ctx._recording, ctx if ctx._recording else None)
@@ -143,7 +145,7 @@ class Function:
 
     def _release(self):
         """Free what forward saved; keep the graph's structure so it can still be drawn."""
-        keep = ("needs_input_grad", "inputs", "params", "scope", "_retained")
+        keep = ("needs_input_grad", "inputs", "input_nodes", "params", "scope", "_retained")
         self.__dict__ = {k: v for k, v in self.__dict__.items() if k in keep}
         self._freed = True
         self._recording = False
@@ -153,14 +155,18 @@ class Function:
 
 
 def _inputs(inputs):
-    """apply's inputs as Tensors (a number or an array becomes one), their arrays, and which of them
-    need a gradient (none under no_grad, where nothing is recorded)."""
+    """apply's inputs as Tensors (a number or an array becomes one), their arrays, which of them need
+    a gradient (none under no_grad, where nothing is recorded), and the node that made each (None for
+    a leaf). The node is kept as it is now: if an input is later changed in place, and that change is
+    recorded as its new grad_fn (inplace.py), this op's gradient still goes to the node that made the
+    values it read."""
     # (list comprehensions and _requires_grad: this runs for every op, so each microsecond counts)
     tensors = tuple([x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs])
     arrays = [None if t is None else t._data for t in tensors]  # _data: the array itself, unguarded
     if not _grad_enabled:  # without asking each input (decoding runs ~900 ops a token)
-        return tensors, arrays, (False,) * len(tensors)
-    return tensors, arrays, tuple([t is not None and t._requires_grad for t in tensors])
+        return tensors, arrays, (False,) * len(tensors), (None,) * len(tensors)
+    needs = tuple([t is not None and t._requires_grad for t in tensors])
+    return tensors, arrays, needs, tuple([t.grad_fn if need else None for t, need in zip(tensors, needs)])
 
 
 def _output(ctx, arrays):
@@ -190,9 +196,9 @@ def topological_order(root):
             continue
         visited.add(node)
         stack.append((node, True))
-        for t in reversed(node.inputs):
-            if t is not None and t.grad_fn is not None and t.grad_fn not in visited:
-                stack.append((t.grad_fn, False))
+        for made_by in reversed(node.input_nodes):
+            if made_by is not None and made_by not in visited:
+                stack.append((made_by, False))
     return order[::-1]
 
 
@@ -211,15 +217,15 @@ def backward(root, grad=None, retain_graph=False):
             check_saved(node)  # what its forward saved is still there, unchanged (saved.py)
             _keep_retained(node, grad)
             grads = hooks.backward(_input_grads, node, grad) if watchers else _input_grads(node, grad)
-            for t, g in zip(node.inputs, grads):
+            for t, made_by, g in zip(node.inputs, node.input_nodes, grads):
                 if g is None:
                     continue
-                if t.grad_fn is None:  # a leaf: its .grad sums the gradients of every path to it
+                if made_by is None:  # a leaf: its .grad sums the gradients of every path to it
                     t._accumulate_grad(g)
-                elif t.grad_fn in pending:  # t has several uses: dL/dt sums over them
-                    pending[t.grad_fn] = pending[t.grad_fn] + g
+                elif made_by in pending:  # t has several uses: dL/dt sums over them
+                    pending[made_by] = pending[made_by] + g
                 else:
-                    pending[t.grad_fn] = g
+                    pending[made_by] = g
         if not retain_graph:  # free what forward saved; the graph's structure stays, for drawings
             node._release()
 
@@ -321,9 +327,9 @@ class _RetainAll(hooks.Watcher):
     def walk_begins(self, root, grad, order):
         set_retained(root.grad_fn, root)
         for node in order:
-            for t in node.inputs:
-                if t is not None and t.grad_fn is not None:
-                    set_retained(t.grad_fn, t)
+            for t, made_by in zip(node.inputs, node.input_nodes):
+                if made_by is not None:
+                    set_retained(made_by, t)
 
 
 class retain_grads(hooks.watching):

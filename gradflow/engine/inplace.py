@@ -5,13 +5,15 @@ tensor's own memory, through `in_place()`, which counts the change in the tensor
 graph that saved these values for backward then refuses to use the new ones, with an error
 naming the op, instead of computing a wrong gradient.
 
-Nothing here is recorded in the graph. On a leaf that requires grad (a parameter) an in-place
-change is refused while the graph is recorded, as in PyTorch: updating parameters in place (an
-optimizer's step, a weight init) is what `with gf.no_grad():` is for. On an op's output in the
-graph, or with a value that requires grad, PyTorch records the change; gradflow makes it, and the
-tensor's grad_fn becomes `ChangedInPlace`, which refuses, in one line, a backward that reaches it:
-a program that only reads the values (a gradient computed by hand, `dlogits[range(n), y] -= 1`)
-runs as written, and no gradient is ever computed from values the graph did not see.
+On a leaf that requires grad (a parameter) an in-place change is refused while the graph is
+recorded, as in PyTorch: updating parameters in place (an optimizer's step, a weight init) is what
+`with gf.no_grad():` is for. On an op's output in the graph (`scores.masked_fill_(mask, -inf)`), or
+with a value that requires grad (`dC[ix] += demb[k]`), the change is recorded, as PyTorch records
+it: the out-of-place twin is an op of the graph (x[index] = v is ops.IndexPut), and the tensor
+takes that op's output, its memory and its node (grad_fn). The ops that read the tensor before keep
+the old memory, and in their input_nodes the node that made it (autograd.py), so their gradients
+are still right. Two differences from PyTorch: such a change through a view is refused (change the
+tensor it views), and views of the tensor taken before the change keep the old values.
 """
 
 import numpy as np
@@ -19,27 +21,8 @@ import numpy as np
 from gradflow.engine import autograd
 from gradflow.engine.checks import broadcast_shape
 from gradflow.engine.naming import describe
+from gradflow.engine.ops.index import IndexPut
 from gradflow.engine.rng import generator
-
-
-class ChangedInPlace(autograd.Function):
-    """The grad_fn of a tensor changed in place while the graph was recorded (see the module's
-    docstring): it has no inputs, and a backward that reaches it is refused in one line."""
-
-    @classmethod
-    def node(cls, op, tensor):
-        node = cls()
-        node.inputs, node.needs_input_grad, node.params = (), (), {"op": op}
-        node.what = f"{describe(tensor)} was changed in place by {op}"
-        return node
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise RuntimeError(
-            f"backward: {ctx.what} while the graph was recorded, and gradflow does not record in-place changes, "
-            "so no gradient can flow through it; write the change out of place (x = x - y for x -= y, "
-            "x = x.masked_fill(m, v) for x[m] = v), or make it under `with gf.no_grad():`"
-        )
 
 
 class InPlace:
@@ -52,14 +35,15 @@ class InPlace:
         casting "same_kind" refuses arithmetic whose result has a wider kind than the tensor (an
         integer tensor += 0.5); assignments (fill_, copy_, x[i] = v) convert as PyTorch's do.
         """
-        unrecorded = autograd.is_grad_enabled() and self._needed_by_the_graph(op, sources)
+        recorded = autograd.is_grad_enabled() and self._needed_by_the_graph(op, sources)
         if not self._data.flags.writeable:
             raise ValueError(
                 f"{op}: the memory of {describe(self)} is read-only (an expand()ed tensor, or a "
                 "read-only numpy array); change a copy of it instead (x = x.clone())"
             )
-        new = np.asarray(compute())
-        target = self if index is ... else self[index]
+        result = compute()
+        new = np.asarray(result)
+        target = self._data if index is ... else self._data[index]
         if not np.can_cast(new.dtype, self.dtype, casting):
             raise TypeError(
                 f"{op}: the result is {new.dtype} and cannot be written into a {self.dtype} tensor in place; "
@@ -70,21 +54,41 @@ class InPlace:
                 f"{op}: a value of shape {new.shape} does not fit into shape {target.shape} "
                 "(an in-place change keeps the tensor's shape)"
             )
-        self.in_place()[index] = new
-        if unrecorded:
-            self._requires_grad, self.grad_fn = True, ChangedInPlace.node(op, self)
+        if recorded:  # self becomes the output of an op of the graph: its memory, its node
+            result = self._recorded(result, sources, index)
+            self._data, self._requires_grad, self.grad_fn = result._data, result.requires_grad, result.grad_fn
+        else:
+            self.in_place()[index] = new
         return self
 
+    def _recorded(self, result, sources, index):
+        """The tensor self becomes, made by a node of the graph, in memory of its own: the op that made
+        result just now (self + other for add_), or the op that writes a value given (x[index] = v
+        is IndexPut; a value written whole, copy_(src) or fill_(0), a copy in self's shape and dtype)."""
+        value = result if hasattr(result, "grad_fn") else self._constant(np.asarray(result))
+        value = value.astype(self.dtype)
+        if index is not ...:
+            return IndexPut.apply(self, value, index=index)
+        made_now = value.grad_fn is not None and value._base is None and not any(value is s for s in (self, *sources))
+        return value if made_now and value.shape == self.shape else value.expand(*self.shape).clone()
+
     def _needed_by_the_graph(self, op, sources):
-        """True if the graph being recorded would need the change: self is an op's output in it, or a
-        value written requires grad. A leaf that requires grad is refused, as PyTorch refuses it."""
+        """True if the graph being recorded needs the change: self is an op's output in it, or a value
+        written requires grad. On a leaf that requires grad, or through a view, it is refused."""
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(
                 f"{op}: {describe(self)} is a leaf that requires grad, and an in-place change would be "
                 "hidden from backward; to update it (an optimizer's step, a weight init), wrap it in "
                 "`with gf.no_grad():`"
             )
-        return self.requires_grad or any(getattr(s, "requires_grad", False) for s in sources)
+        needed = self.requires_grad or any(getattr(s, "requires_grad", False) for s in sources)
+        if needed and self._base is not None:
+            raise RuntimeError(
+                f"{op}: {describe(self)}, in the graph being recorded: gradflow records an in-place change "
+                "of a tensor, not through a view of it; change the tensor it views (x[index] -= v), or write "
+                "the change out of place (y = y - v)"
+            )
+        return needed
 
     # x += y, x -= y, x *= y, x /= y: PyTorch changes x in place. Without these Python would rebind x to
     # x + y, and the update `for p in model.parameters(): p -= lr * p.grad` would change no parameter.

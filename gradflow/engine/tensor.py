@@ -406,6 +406,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def abs(self):
         return kernel(ops.Abs).apply(self)
 
+    __abs__ = abs  # abs(x), Python's spelling
+
     def tanh(self):
         return kernel(ops.Tanh).apply(self)
 

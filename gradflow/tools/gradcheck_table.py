@@ -72,6 +72,13 @@ def _attention_dropout(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, causal=True, dropout_p=0.4)
 
 
+
+def _assigned(x, index, v):
+    """y = 2 x with y[index] = v written in place, an op's output changed in the graph: IndexPut (inplace.py)."""
+    y = x * 2.0
+    y[index] = v
+    return y
+
 CASES = [
     # --- arithmetic, with broadcasting -----------------------------------------------------------
     *_cases("add", lambda a, b: a + b, *BINARY_SHAPES),
@@ -210,6 +217,9 @@ CASES = [
     *_cases("index pairs", lambda x: x[[0, 2, 0], [1, 1, 1]], ((3, 4),)),
     *_cases("index bool mask", lambda x: x[FILL_MASK], ((3, 4),)),
     *_cases("index slice", lambda x: x[:, 1], ((3, 4),), transposed=True),
+    *_cases("x[slice] = v (index_put)", lambda x, v: _assigned(x, (slice(1, 3), 1), v), ((3, 4), (2,)), ((3, 4), ())),
+    *_cases("x[pairs] = v (index_put)", lambda x, v: _assigned(x, ([0, 2], [1, 3]), v), ((3, 4), (2,))),
+    *_cases("x[mask] = v (index_put)", lambda x, v: _assigned(x, FILL_MASK, v), ((3, 4), ())),
     *_cases("gather", lambda x: x.gather(1, GATHER_INDEX), ((3, 4),)),
     *_cases("gather dim=0", lambda x: x.gather(0, GATHER_INDEX[:2].T), ((4, 2),)),
     *_cases("scatter_add", lambda x, s: x.scatter_add(1, GATHER_INDEX, s), ((3, 4), (3, 3))),

@@ -32,7 +32,7 @@ from gradflow.engine.ops.elementwise import (
     Sub,
     Tanh,
 )
-from gradflow.engine.ops.index import Embedding, Gather, Index, MaskedFill, ScatterAdd, Where
+from gradflow.engine.ops.index import Embedding, Gather, Index, IndexPut, MaskedFill, ScatterAdd, Where
 from gradflow.engine.ops.linear import Linear
 from gradflow.engine.ops.loss import CrossEntropy
 from gradflow.engine.ops.matmul import Matmul
@@ -45,7 +45,7 @@ from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "Cos", "CrossEntropy", "Cumsum", "Div", "Einsum", "Embedding", "Exp", "Expand",
-    "Flip", "Gather", "Gelu", "GeluErf", "Index", "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp",
+    "Flip", "Gather", "Gelu", "GeluErf", "Index", "IndexPut", "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp",
     "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow", "Prod",
     "RMSNorm", "Relu", "Reshape", "Rope", "Roll", "Rsqrt", "ScaledDotProductAttention", "ScatterAdd", "Sigmoid",
     "Silu", "Sin", "Softmax", "Sqrt", "Stack", "Sub", "Sum", "Tanh", "Var", "Where",

@@ -1,5 +1,5 @@
-"""Ops that select: indexing, embedding (a lookup of rows), gather and scatter_add (picking and adding
-along one axis), masked_fill and where."""
+"""Ops that select: indexing and its out-of-place assignment (index_put), embedding (a lookup of rows),
+gather and scatter_add (picking and adding along one axis), masked_fill and where."""
 
 import numpy as np
 
@@ -33,6 +33,29 @@ class Index(Function):
         else:  # basic indexing selects each element at most once
             dx[ctx.index] = grad
         return dx
+
+
+class IndexPut(Function):
+    """y = x with y[index] = v: the assignment x[index] = v written out of place (the op an in-place
+    assignment records in the graph, engine/inplace.py)
+
+    dL/dx = g with zeros at the assigned places (x's old values there no longer reach y);
+    dL/dv = g[index] (summed over the axes along which v was broadcast). An integer array naming an
+    element twice keeps the last value written there, as numpy does, and PyTorch's index_put_.
+    """
+
+    @staticmethod
+    def forward(ctx, x, v, index):
+        ctx.index = index
+        y = x.copy()
+        y[index] = v
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = grad.copy()
+        dx[ctx.index] = 0
+        return dx, grad[ctx.index]
 
 
 class Embedding(Function):
