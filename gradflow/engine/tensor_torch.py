@@ -17,9 +17,14 @@ and that runs too, because of this file:
   and the factories new_zeros, new_ones, new_full, new_empty, new_tensor.
 - and sort, pow, norm, unique, nelement, requires_grad_, a one-element integer tensor as an index
   (range(n)[t]: __index__), a 0-d tensor as its number in f-strings (f"{loss:.4f}": __format__).
+- PyTorch's math, matrix and picking methods: log10, log2, log1p, square, reciprocal, add/sub with
+  alpha=, mul, div, eq ... ge, prod, amax, amin, mm, dot, matmul, t, tril, triu, unbind,
+  index_select, masked_select, view_as, reshape_as, expand_as, is_floating_point, type; and the steps
+  sign, round, floor, ceil and argsort, outside the graph as comparisons are.
 
 Nothing here records an op of its own: each method is a tensor.py method (or a few of them) under
-PyTorch's name, so what it computes, and its gradient, is tensor.py's. The in-place methods
+PyTorch's name, so what it computes, and its gradient, is tensor.py's (prod runs ops/prod.py through
+tensor.py's reduction, as sum runs Sum). The in-place methods
 (add_, zero_, ...) are PyTorch's too; they write into memory, and have a file of their own,
 inplace.py.
 """
