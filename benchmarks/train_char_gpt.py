@@ -11,6 +11,7 @@ throughput, times both engines on the same batches in alternating rounds, taking
     python benchmarks/train_char_gpt.py                   # full run + throughput, default threads
     python benchmarks/train_char_gpt.py --threads 1       # one BLAS / torch thread
     python benchmarks/train_char_gpt.py --skip-train      # throughput only
+    python benchmarks/train_char_gpt.py --skip-train --floor   # and the step's matrix products alone
 
 Data parallelism (the batch shared out among processes) is measured by bench_distributed.py.
 """
@@ -35,6 +36,7 @@ parser.add_argument("--profile", action="store_true", help="print gradflow's tim
 parser.add_argument("--decode", action="store_true", help="generate's tokens/s with and without the KV cache")
 parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
+parser.add_argument("--floor", action="store_true", help="the step's matrix products alone: the step's floor")
 parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
 args = parser.parse_args()
@@ -186,6 +188,39 @@ def sweep():
     print("drew out/sweep.png")
 
 
+def step_products(vocab_size):
+    """The (a, b) operand shapes of every matrix product in a training step of the baby GPT, forward and
+    backward: each linear layer's y = x W^T, dx = dy W, dW = dy^T x on the B T rows, and attention's
+    S = q k^T, y = A v and their four gradients on each (batch, head)."""
+    n, d, heads = BATCH * BLOCK, MODEL["n_embd"], MODEL["n_head"]
+    layer = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]  # qkv, output projection, MLP up and down
+    linears = layer * MODEL["n_layer"] + [(d, vocab_size)]  # and the head, tied to the embedding
+    products = []
+    for i, o in linears:
+        products += [((n, i), (i, o)), ((n, o), (o, i)), ((o, n), (n, i))]
+    bh, t, hs = BATCH * heads, BLOCK, d // heads
+    attention = [((bh, t, hs), (bh, hs, t)), ((bh, t, t), (bh, t, hs))]  # S = q k^T, y = A v
+    attention += [((bh, t, t), (bh, t, hs)), ((bh, t, hs), (bh, hs, t))]  # dv = A^T dy, dA = dy v^T
+    attention += [((bh, t, t), (bh, t, hs)), ((bh, t, t), (bh, t, hs))]  # dq = dS k, dk = dS^T q
+    return products + attention * MODEL["n_layer"]
+
+
+def matmul_floor(vocab_size, repeats=30):
+    """(GFLOP, seconds) of the step's matrix products alone, in float32 with numpy's BLAS: the time a
+    step cannot go below. The median over repeats of all of them."""
+    rng = np.random.default_rng(0)
+    operands = [tuple(rng.standard_normal(s, dtype=np.float32) for s in pair) for pair in step_products(vocab_size)]
+    outs = [np.empty(a.shape[:-1] + b.shape[-1:], np.float32) for a, b in operands]
+    flops = sum(2 * a.size * b.shape[-1] for a, b in operands)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for (a, b), out in zip(operands, outs):
+            np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - start)
+    return flops / 1e9, float(np.median(times))
+
+
 def describe_blas():
     """numpy's BLAS, which kernels and how many threads: the context of every figure. An
     OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own choice for the CPU."""
@@ -288,6 +323,12 @@ def main():
     seconds = alternate(engines, batches, args.rounds, warmup=3)
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
+    if args.floor:
+        settle()
+        gflop, floor = matmul_floor(tokenizer.vocab_size)
+        shares = ", ".join(f"{name} {floor / s:.0%}" for name, s in seconds.items())
+        print(f"matmul floor: {gflop:.2f} GFLOP in {1000 * floor:.1f} ms ({gflop / floor:.0f} GFLOP/s); "
+              f"the floor's share of each step: {shares}")  # fmt: skip
     if "pytorch" in seconds:
         for name in engines:
             if name != "pytorch":
