@@ -16,6 +16,8 @@ split cross_entropy layer_norm rms_norm F.gelu F.silu dropout embedding attentio
 clone contiguous view flatten chunk repeat topk clamp double to type_as
 F.relu F.tanh F.sigmoid F.softmax F.log_softmax mse_loss l1_loss nll_loss
 sin cos cumsum sort gather scatter_add flip roll F.pad einsum pow std
+prod log10 log1p square amax mm index_select masked_select unbind norm
+x[slice]
 """.split()
 
 

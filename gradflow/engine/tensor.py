@@ -397,6 +397,9 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def log(self):
         return kernel(ops.Log).apply(self)
 
+    def log1p(self):
+        return kernel(ops.Log1p).apply(self)
+
     def sqrt(self):
         return kernel(ops.Sqrt).apply(self)
 
@@ -488,12 +491,14 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     @pytorch_keywords
     def all(self, axis=None, keepdims=False):
         """True where every element over axis is nonzero: a boolean tensor, outside the graph."""
-        return self._constant(np.all(self._data, axis=normalize_axes("all", axis, self.shape), keepdims=keepdims))
+        axes = normalize_axes("all", axis, self.shape)
+        return self._constant(np.asarray(np.all(self._data, axis=axes, keepdims=keepdims)))
 
     @pytorch_keywords
     def any(self, axis=None, keepdims=False):
         """True where some element over axis is nonzero: a boolean tensor, outside the graph."""
-        return self._constant(np.any(self._data, axis=normalize_axes("any", axis, self.shape), keepdims=keepdims))
+        axes = normalize_axes("any", axis, self.shape)
+        return self._constant(np.asarray(np.any(self._data, axis=axes, keepdims=keepdims)))
 
     @pytorch_keywords
     def logsumexp(self, axis=None, keepdims=False):

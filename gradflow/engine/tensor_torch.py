@@ -377,11 +377,6 @@ class PyTorchNames:
         """log2(x) = log(x) / ln 2."""
         return self.log() / math.log(2)
 
-    def log1p(self):
-        """log(1 + x) = log of (1 + x). PyTorch's log1p is exact where |x| is below the float's epsilon;
-        here 1 + x rounds to 1 there and the result to 0 (an exact log1p is an op of its own, for tensor.py)."""
-        return (1 + self).log()
-
     def square(self):
         """x^2 = x * x."""
         return self * self

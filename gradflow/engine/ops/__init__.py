@@ -18,6 +18,7 @@ from gradflow.engine.ops.elementwise import (
     Gelu,
     GeluErf,
     Log,
+    Log1p,
     Maximum,
     Minimum,
     Mul,
@@ -45,7 +46,8 @@ from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "Cos", "CrossEntropy", "Cumsum", "Div", "Einsum", "Embedding", "Exp", "Expand",
-    "Flip", "Gather", "Gelu", "GeluErf", "Index", "IndexPut", "LayerNorm", "Linear", "Log", "LogSoftmax", "LogSumExp",
+    "Flip", "Gather", "Gelu", "GeluErf", "Index", "IndexPut", "LayerNorm", "Linear", "Log", "Log1p", "LogSoftmax",
+    "LogSumExp",
     "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow", "Prod",
     "RMSNorm", "Relu", "Reshape", "Rope", "Roll", "Rsqrt", "ScaledDotProductAttention", "ScatterAdd", "Sigmoid",
     "Silu", "Sin", "Softmax", "Sqrt", "Stack", "Sub", "Sum", "Tanh", "Var", "Where",

@@ -125,6 +125,20 @@ class Log(Function):
         return grad / x
 
 
+class Log1p(Function):
+    """y = log(1 + x), exact where x is tiny (numpy's log1p: 1 + x would round to 1);  dL/dx = g / (1 + x)"""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.log1p(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (1 + x)
+
+
 class Sqrt(Function):
     """y = sqrt(x);  dL/dx = g / (2 sqrt(x)) = g / (2 y)"""
 
