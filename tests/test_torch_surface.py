@@ -715,3 +715,60 @@ def test_recurrent_layers_gradcheck(float64, kind):
 def test_recurrent_refusals(call, line):
     with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
         call()
+
+
+# --- label smoothing and the KL divergence ---------------------------------------------------------------
+
+LOSS_CALLS = [
+    "F.cross_entropy(z, t, label_smoothing=0.1)",
+    "F.cross_entropy(z, t, label_smoothing=0.2, reduction='sum')",
+    "F.cross_entropy(z, t, label_smoothing=0.3, reduction='none')",
+    "F.cross_entropy(z, t_ignored, label_smoothing=0.1, ignore_index=-1)",
+    "F.cross_entropy(z, t_ignored, label_smoothing=0.1, ignore_index=-1, reduction='none')",
+    "F.cross_entropy(z3, t3, label_smoothing=0.1)",
+    "lib.nn.CrossEntropyLoss(label_smoothing=0.1)(z, t)",
+    "F.kl_div(F.log_softmax(z, dim=1), p, reduction='batchmean')",
+    "F.kl_div(F.log_softmax(z, dim=1), p)",
+    "F.kl_div(F.log_softmax(z, dim=1), p, reduction='sum')",
+    "F.kl_div(F.log_softmax(z, dim=1), p, reduction='none')",
+    "F.kl_div(F.log_softmax(z, dim=1), p.log(), reduction='batchmean', log_target=True)",
+    "lib.nn.KLDivLoss(reduction='batchmean')(F.log_softmax(z, dim=1), p_sparse)",
+]
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")  # PyTorch's advice to use batchmean
+@pytest.mark.parametrize("call", LOSS_CALLS)
+def test_label_smoothing_and_kl_div_beside_pytorch(call):
+    rng = np.random.default_rng(0)
+    arrays = {"z": rng.standard_normal((4, 5)), "z3": rng.standard_normal((2, 5, 3))}
+    probs = np.exp(arrays["z"][::-1]) / np.exp(arrays["z"][::-1]).sum(1, keepdims=True)
+    sparse = np.where(probs > 0.2, probs, 0.0)  # zeros, which count for nothing
+    ids = {"t": [1, 0, 4, 2], "t_ignored": [1, -1, 4, -1], "t3": [[0, 1, 2], [4, 4, 0]]}
+    results = []
+    for lib in (gf, torch):
+        leaves = {k: lib.tensor(v, requires_grad=True) for k, v in arrays.items()}
+        names = dict(leaves, p=lib.tensor(probs), p_sparse=lib.tensor(sparse))
+        names |= {k: lib.tensor(v) for k, v in ids.items()}
+        y = eval(call, {"lib": lib, "F": lib.nn.functional, **names})
+        y.sum().backward()
+        results.append([as_array(y)] + [as_array(t.grad) for t in leaves.values() if t.grad is not None])
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_label_smoothing_and_kl_div_refusals():
+    z, t = gf.zeros(2, 3), gf.tensor([0, 1])
+    with pytest.raises(ValueError, match=re.escape("cross_entropy: label_smoothing must be in [0, 1], got 1.5")):
+        gf.nn.functional.cross_entropy(z, t, label_smoothing=1.5)
+    line = 'kl_div: reduction must be "batchmean", "mean", "sum" or "none", got \'avg\''
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        gf.nn.functional.kl_div(z, z, reduction="avg")
+
+
+def test_label_smoothing_and_kl_div_gradcheck(float64):
+    rng = np.random.default_rng(4)
+    z = gf.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    p = gf.tensor(np.array([[0.5, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 1.0]]))
+    assert gf.gradcheck(lambda z: F_.cross_entropy(z, gf.tensor([1, -100, 3]), label_smoothing=0.2), z)
+    assert gf.gradcheck(lambda z: F_.kl_div(F_.log_softmax(z, dim=1), p, reduction="batchmean"), z)

@@ -4,7 +4,8 @@ linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope, embeddi
 scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
 the op's docstring (gradflow/engine/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
-and in gradient. mse_loss, l1_loss and nll_loss are composed of primitive ops, as written.
+and in gradient. mse_loss, l1_loss, nll_loss, kl_div, leaky_relu, normalize and cross_entropy's
+label smoothing are composed of primitive ops, as written.
 
 Each function runs `kernel(ops.X)`: the plain op ops.X itself, or the tuned kernel that replaces
 it in the fast tier (gradflow/fast, chosen by gradflow/engine/kernels.py; same numbers).
@@ -125,6 +126,24 @@ def l1_loss(input, target, *, reduction="mean"):
     return _reduce((input - target).abs(), reduction)
 
 
+def kl_div(input, target, reduction="mean", log_target=False):
+    """target (log target - input) per element, 0 where target is 0: the KL divergence from the target
+    distribution to the one whose log-probabilities are `input` (log_target: target is given as its log,
+    exp(target) (target - input)). reduction "batchmean" divides the sum by the batch size, the true
+    KL per example; "mean" (PyTorch's default) divides by the number of elements, "sum", "none"."""
+    if reduction not in (*REDUCTIONS, "batchmean"):
+        raise ValueError(f'kl_div: reduction must be "batchmean", "mean", "sum" or "none", got {reduction!r}')
+    input, target = _pointwise_pair("kl_div", input, target, "none")
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        losses = where(positive, target * (where(positive, target, 1.0).log() - input), 0.0)
+    if reduction == "batchmean":
+        return losses.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(losses, reduction)
+
+
 def _class_scores(op, logits, targets, ignore_index):
     """Scores and integer class targets as (rows, C) and (rows,), checked, and the shape of the
     per-target losses: logits (N, C) with targets (N,), or PyTorch's (N, C, d1, ...) with classes
@@ -158,18 +177,34 @@ def _class_scores(op, logits, targets, ignore_index):
     return logits, targets.reshape(-1), expected
 
 
-def cross_entropy(logits, targets, *, ignore_index=-100, reduction="mean"):
+def cross_entropy(logits, targets, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """-log softmax(logits)[target] per target: logits (N, C) and targets (N,) integer class ids,
     or PyTorch's (N, C, d1, ...) with targets (N, d1, ...).
 
     reduction: "mean" over the targets that count, "sum", or "none" for the losses in the targets'
     shape. A target equal to ignore_index (PyTorch's default, -100, as padding in Hugging Face
     labels) counts for nothing; ignore_index=None counts every target. Perplexity is exp of the mean.
+
+    label_smoothing = e aims at (1 - e) on the target and e / C on every class, as PyTorch's (Szegedy et
+    al., "Rethinking the Inception Architecture"): (1 - e) -log p[target] + e mean_c(-log p[c]).
     """
     _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     z, t, shape = _class_scores("cross_entropy", logits, targets, ignore_index)
     loss = kernel(ops.CrossEntropy).apply(z, targets=t, ignore_index=ignore_index, reduction=reduction)
-    return loss.reshape(shape) if reduction == "none" else loss
+    loss = loss.reshape(shape) if reduction == "none" else loss
+    if label_smoothing == 0.0:
+        return loss
+    counts = np.ones(t.shape, dtype=bool) if ignore_index is None else t != ignore_index
+    uniform = where(counts, -log_softmax(z, dim=-1).mean(-1), 0.0)  # the mean over classes, per target
+    if reduction == "none":
+        uniform = uniform.reshape(shape)
+    elif reduction == "sum":
+        uniform = uniform.sum()
+    else:
+        uniform = uniform.sum() / int(counts.sum())
+    return (1 - label_smoothing) * loss + label_smoothing * uniform
 
 
 def nll_loss(log_probs, targets, *, ignore_index=-100, reduction="mean"):
