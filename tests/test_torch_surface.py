@@ -772,3 +772,34 @@ def test_label_smoothing_and_kl_div_gradcheck(float64):
     p = gf.tensor(np.array([[0.5, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 1.0]]))
     assert gf.gradcheck(lambda z: F_.cross_entropy(z, gf.tensor([1, -100, 3]), label_smoothing=0.2), z)
     assert gf.gradcheck(lambda z: F_.kl_div(F_.log_softmax(z, dim=1), p, reduction="batchmean"), z)
+
+
+@needs_torch
+@pytest.mark.parametrize("target", ["bytes in memory", "an open file"])
+def test_save_and_load_through_file_objects_as_pytorch(tmp_path, target):
+    import io
+
+    results = []
+    for lib in (gf, torch):
+        state = {"model": lib.nn.Linear(2, 3).state_dict(), "step": 7}
+        if target == "an open file":
+            with open(tmp_path / f"{lib.__name__}.pt", "wb") as f:
+                lib.save(state, f)
+            with open(tmp_path / f"{lib.__name__}.pt", "rb") as f:
+                loaded = lib.load(f, map_location="cpu", weights_only=True)
+        else:
+            buffer = io.BytesIO()
+            lib.save(state, buffer)
+            buffer.seek(0)
+            loaded = lib.load(buffer, weights_only=True)
+        results.append((loaded["step"], sorted(loaded["model"]), tuple(loaded["model"]["weight"].shape)))
+    assert results[0] == results[1]
+
+
+def test_save_refuses_a_whole_model_and_names_the_state_dict(tmp_path):
+    line = (
+        "save: cannot store a Linear at obj['model']: gf.save stores tensors, never pickled objects; "
+        "save its state_dict() and load that into a new Linear with load_state_dict"
+    )
+    with pytest.raises(TypeError, match="^" + re.escape(line) + "$"):
+        gf.save({"model": gf.nn.Linear(2, 2)}, tmp_path / "model.pt")

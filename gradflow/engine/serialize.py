@@ -17,11 +17,12 @@ a crash while saving leaves what was there whole. Any safetensors reader opens i
 """
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import safetensors.numpy
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import save_file
 
 from gradflow.engine import bounded_json
 from gradflow.engine.device import on_cpu
@@ -33,28 +34,41 @@ _TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
 NUMPY_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
 
 
-def save(obj, path):
-    """Write obj to path: a Tensor, a numpy array, or dicts, lists and tuples of them with int, float,
-    str, bool and None leaves. Loading gives back the same structure, Tensors where Tensors were saved."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"save: the folder {path.parent} does not exist")
+def save(obj, f):
+    """Write obj to f, a path or a file opened for writing bytes: a Tensor, a numpy array, or dicts,
+    lists and tuples of them with int, float, str, bool and None leaves. Loading gives back the same
+    structure, Tensors where Tensors were saved."""
     arrays = {}
     metadata = {"gradflow": json.dumps(_encode(obj, (), arrays))}
+    if hasattr(f, "write"):
+        f.write(safetensors.numpy.save(arrays, metadata=metadata))
+        return
+    path = Path(f)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"save: the folder {path.parent} does not exist")
     with written_atomically(path) as tmp:
-        save_file(arrays, tmp, metadata=metadata)
+        safetensors.numpy.save_file(arrays, tmp, metadata=metadata)
 
 
-def load(path, map_location=None, *, weights_only=None):
-    """Read what save wrote; a file that is not one is an error naming it. Every array lands on the
-    CPU, so map_location may only send it there; weights_only changes nothing (no file runs code)."""
+def load(f, map_location=None, *, weights_only=None):
+    """Read what save wrote, from a path or a file opened for reading bytes; a file that is not one is
+    an error naming it. Every array lands on the CPU, so map_location may only send it there;
+    weights_only changes nothing (no file runs code)."""
     locations = map_location.values() if isinstance(map_location, dict) else [map_location]
     for where in locations:
         if not callable(where):
             on_cpu("load", where)
-    path = Path(path)
+    if not hasattr(f, "read"):
+        return _read(Path(f), Path(f))
+    with tempfile.TemporaryDirectory() as folder:  # safetensors reads files: the bytes go through one
+        copy = Path(folder, "copy.safetensors")
+        copy.write_bytes(f.read())
+        return _read(copy, getattr(f, "name", "the file object"))
+
+
+def _read(path, name):
     if not path.is_file():
-        raise FileNotFoundError(f"load: there is no file {path}")
+        raise FileNotFoundError(f"load: there is no file {name}")
     try:
         with safe_open(path, framework="np") as f:
             description = (f.metadata() or {}).get("gradflow")
@@ -64,7 +78,7 @@ def load(path, map_location=None, *, weights_only=None):
             raise ValueError("a safetensors file without gradflow's description; safetensors.numpy.load_file reads it")
         return _decode(bounded_json.loads(description, "its description"), arrays)
     except (SafetensorError, ValueError, KeyError, TypeError) as e:  # json's errors are ValueErrors
-        raise ValueError(f"load: {path} is not a file written by gf.save ({e})") from None
+        raise ValueError(f"load: {name} is not a file written by gf.save ({e})") from None
 
 
 def check_dtypes(f, readable):
@@ -107,6 +121,11 @@ def _encode(obj, path, arrays):
         if all(isinstance(k, str) for k in obj) and not any(k in _TAGS for k in obj):
             return {k: _encode(v, (*path, k), arrays) for k, v in obj.items()}
         return {"__dict__": [[k, _encode(v, (*path, k), arrays)] for k, v in obj.items()]}
+    if hasattr(obj, "state_dict"):  # a whole model: PyTorch pickles it, which runs code when loaded
+        raise TypeError(
+            f"save: cannot store a {type(obj).__name__} at {_where(path)}: gf.save stores tensors, never pickled "
+            f"objects; save its state_dict() and load that into a new {type(obj).__name__} with load_state_dict"
+        )
     raise TypeError(
         f"save: cannot store a {type(obj).__name__} at {_where(path)}: gf.save takes tensors, numpy arrays, "
         "dicts, lists and tuples of them, numbers, strings, bools and None"
