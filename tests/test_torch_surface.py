@@ -803,3 +803,54 @@ def test_save_refuses_a_whole_model_and_names_the_state_dict(tmp_path):
     )
     with pytest.raises(TypeError, match="^" + re.escape(line) + "$"):
         gf.save({"model": gf.nn.Linear(2, 2)}, tmp_path / "model.pt")
+
+
+# --- BatchNorm1d ---------------------------------------------------------------------------------------
+
+BATCHNORM = [((6, 4), {}), ((5, 4, 3), {}), ((6, 4), {"momentum": None}), ((6, 4), {"affine": False})]
+BATCHNORM += [((6, 4), {"track_running_stats": False}), ((6, 4), {"eps": 1e-3, "momentum": 0.3})]
+
+
+@needs_torch
+@pytest.mark.parametrize("shape, options", BATCHNORM, ids=[f"{s}{o}" for s, o in BATCHNORM])
+def test_batchnorm1d_beside_pytorch(float64, shape, options):
+    """Three training steps (outputs, input gradients, running statistics), then eval, from the same state."""
+    reference = torch.nn.BatchNorm1d(4, dtype=torch.float64, **options)
+    layer = gf.nn.BatchNorm1d(4, **options)
+    rng = np.random.default_rng(0)
+    start = {k: v.numpy() + (0.1 * rng.standard_normal(v.shape) if v.is_floating_point() else 0)
+             for k, v in reference.state_dict().items()}  # fmt: skip
+    reference.load_state_dict({k: torch.tensor(v) for k, v in start.items()})
+    layer.load_state_dict(start)
+    assert list(layer.state_dict()) == list(reference.state_dict())
+    for step in [*range(3), "eval"]:
+        if step == "eval":
+            layer.eval(), reference.eval()
+        a, u = 2 * rng.standard_normal(shape) + 1, rng.standard_normal(shape)
+        results = []
+        for lib, module in ((gf, layer), (torch, reference)):
+            x = lib.tensor(a, requires_grad=True)
+            y = module(x)
+            y.backward(lib.tensor(u))
+            state = [v if isinstance(v, np.ndarray) else v.numpy() for v in module.state_dict().values()]
+            results.append([as_array(y), as_array(x.grad), *state])
+        for ours, theirs in zip(*results, strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-14, err_msg=f"step {step}")
+
+
+def test_batchnorm1d_gradcheck(float64):
+    layer = gf.nn.BatchNorm1d(3)
+    x = gf.tensor(np.random.default_rng(5).standard_normal((4, 3, 2)), requires_grad=True)
+    assert gf.gradcheck(lambda x: layer(x), x)
+
+
+@pytest.mark.parametrize(
+    "shape, line",
+    [
+        ((4, 5), "BatchNorm1d(3): input must be (N, C) or (N, C, L), got (4, 5)"),
+        ((1, 3), "BatchNorm1d: a batch of one value per channel has no variance, got (1, 3)"),
+    ],
+)
+def test_batchnorm1d_refusals(shape, line):
+    with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
+        gf.nn.BatchNorm1d(3)(gf.zeros(*shape))

@@ -5,13 +5,15 @@ cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/e
 the Modules here hold the parameters and call F. Read layers.py first, then attention.py (GPT-2's
 attention); kv_cache.py and general_attention.py add decoding, masks, grouped-query heads and RoPE.
 activations.py and losses.py wrap F's functions as Modules, recurrent.py holds RNN, GRU and LSTM,
-and utils.py clips gradients, with PyTorch's names, so PyTorch model code runs as written.
+batchnorm.py BatchNorm1d, and utils.py clips gradients, with PyTorch's names, so PyTorch model code
+runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
 from gradflow.nn import init, lora, utils
 from gradflow.nn.activations import GELU, Identity, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from gradflow.nn.attention import CausalSelfAttention
+from gradflow.nn.batchnorm import BatchNorm1d
 from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
@@ -29,9 +31,10 @@ from gradflow.nn.positional import (
 from gradflow.nn.recurrent import GRU, LSTM, RNN
 
 __all__ = [
-    "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
-    "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear",
-    "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "NLLLoss",
-    "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding",
-    "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
+    "BatchNorm1d", "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention", "CrossEntropyLoss", "Dropout",
+    "Embedding", "Flatten", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm", "LeakyReLU",
+    "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
+    "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
+    "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init", "lora",
+    "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip
