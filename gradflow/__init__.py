@@ -47,14 +47,19 @@ from gradflow.engine.device import device
 from gradflow.engine.dtype import (
     bfloat16,
     bool_,
+    finfo,
     float16,
     float32,
     float64,
     get_default_dtype,
     half,
+    iinfo,
+    int8,
+    int16,
     int32,
     int64,
     set_default_dtype,
+    uint8,
 )
 from gradflow.engine.functions import (
     abs,
@@ -105,7 +110,9 @@ from gradflow.engine.functions import (
     min,
     minimum,
     mm,
+    narrow,
     neg,
+    nonzero,
     norm,
     normal,
     numel,
@@ -195,5 +202,5 @@ __all__ = [
     "all", "amax", "amin", "any", "argsort", "bernoulli", "broadcast_to", "ceil", "dot", "equal", "eye", "floor",
     "get_num_threads", "index_select", "is_tensor", "isclose", "log10", "log1p", "log2", "masked_select", "mm",
     "normal", "prod", "reciprocal", "round", "set_grad_enabled", "set_num_threads", "sign", "square", "t", "tile",
-    "unbind",
+    "unbind", "finfo", "iinfo", "int8", "int16", "uint8", "nonzero", "narrow",
 ]  # fmt: skip

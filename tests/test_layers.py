@@ -11,7 +11,7 @@ from gradflow import nn
 def check_layer(layer, *inputs, fn=None):
     """gradcheck of sum(u * layer(x)) w.r.t. the input x and every parameter, all in float64."""
     fn = fn or (lambda x: layer(x))
-    params = layer.parameters()
+    params = list(layer.parameters())
     assert gf.gradcheck(lambda x, *ps: fn(x), *inputs, *params)
 
 

@@ -332,3 +332,86 @@ def test_refusals_name_the_op_and_the_value(call, message):
     with pytest.raises((ValueError, TypeError, IndexError)) as e:
         call()
     assert message in str(e.value)
+
+
+def _masks_and_writes(lib):
+    """Annotated-Transformer and word-language-model idioms: a byte mask, ~, mT, narrow, nonzero, finfo,
+    scatter_ (label smoothing), index_fill_, written as there."""
+    keep = lib.triu(lib.ones(3, 3), diagonal=1).type(lib.uint8) == 0
+    x = lib.arange(12.0).reshape(3, 4)
+    smooth = lib.zeros(3, 5)
+    smooth.fill_(0.025)
+    smooth.scatter_(1, lib.tensor([[1], [3], [0]]), 0.9)
+    smooth.index_fill_(1, lib.tensor([4]), 0.0)
+    z = lib.zeros(3, 3)
+    z.scatter_(0, lib.tensor([[0, 1, 2], [2, 0, 1]]), lib.arange(6.0).reshape(2, 3))
+    return [
+        (~keep).long(),
+        x.masked_fill(~keep[:, :3].repeat(1, 2)[:, :4], float(lib.finfo(lib.float32).min)),
+        x.mT,
+        x.narrow(1, 1, 2),
+        lib.nonzero(x > 8),
+        smooth,
+        z,
+    ]
+
+
+@needs_torch
+def test_masks_views_and_scatter_writes_match_pytorch():
+    for ours, theirs in zip(_masks_and_writes(gf), _masks_and_writes(torch)):
+        assert_array_equal(ours.data, theirs.numpy())
+        assert ours.dtype == np.dtype(str(theirs.dtype).replace("torch.", ""))
+
+
+def test_scatter_into_an_output_in_the_graph_is_recorded():
+    x = gf.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    y = x * 2
+    y.scatter_(1, gf.tensor([[2]]), x[:, :1] * 10)  # y = [2, 4, 10 x0]
+    y.sum().backward()
+    assert_array_equal(y.data, [[2.0, 4.0, 10.0]]) and assert_array_equal(x.grad.data, [[12.0, 2.0, 0.0]])
+
+
+def test_modules_as_pytorch_builds_and_walks_them():
+    from collections import OrderedDict
+
+    net = gf.nn.Sequential(OrderedDict([("fc", gf.nn.Linear(2, 3)), ("act", gf.nn.ReLU())]))
+    assert net.fc is net[0] and isinstance(net.act, gf.nn.ReLU)
+    first = next(net.parameters())  # a generator, as PyTorch's
+    assert first is net.fc.weight and len(list(net.parameters())) == 2
+    first.data = first.data - 0.5 * gf.ones(3, 2)  # a tensor assigned to .data: its values
+    assert isinstance(first.data, np.ndarray) and net(gf.ones(1, 2)).shape == (1, 3)
+
+
+OPTIMIZERS = {  # PyTorch's signatures, the switches that change the numbers among them
+    "SGD dampening": lambda lib, p: lib.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1),
+    "SGD nesterov maximize": lambda lib, p: lib.optim.SGD(
+        p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True
+    ),
+    "Adam amsgrad foreach": lambda lib, p: lib.optim.Adam(p, lr=0.1, amsgrad=True, foreach=False),
+    "AdamW amsgrad fused maximize": lambda lib, p: lib.optim.AdamW(p, lr=0.1, amsgrad=True, fused=False, maximize=True),
+}
+
+
+def _four_steps(lib, make):
+    rng = np.random.default_rng(0)
+    w = lib.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    x = lib.tensor(rng.standard_normal((5, 3)))
+    opt = make(lib, [w])
+    for _ in range(4):
+        opt.zero_grad()
+        ((x @ w).tanh() ** 2).sum().backward()
+        opt.step()
+    return w.detach().numpy()
+
+
+@needs_torch
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_options_match_pytorch(name):
+    assert_allclose(_four_steps(gf, OPTIMIZERS[name]), _four_steps(torch, OPTIMIZERS[name]), rtol=1e-12, atol=1e-14)
+
+
+def test_an_optimizer_step_recorded_in_the_graph_is_refused():
+    with pytest.raises(ValueError, match=r"Adam: differentiable=True is not supported"):
+        gf.optim.Adam([gf.zeros(2, requires_grad=True)], differentiable=True)
+    with pytest.raises(ValueError, match=r"SGD: nesterov=True needs momentum > 0 and dampening 0, got 0.0 and 0.0"):
+        gf.optim.SGD([gf.zeros(2, requires_grad=True)], nesterov=True)

@@ -25,7 +25,7 @@ def test_loss_gradcheck_wrt_every_parameter(float64):
     def loss(*params):  # gradcheck perturbs the Parameters in place, so the model sees each change
         return model(src, tgt_in, targets, src_lengths=np.array([4, 2]))[1]
 
-    params = model.parameters()
+    params = list(model.parameters())
     assert len(params) == len(list(model.named_parameters())) > 0
     assert gf.gradcheck(loss, *params)
 

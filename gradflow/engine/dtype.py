@@ -5,6 +5,7 @@ array keeps its own dtype, as `torch.tensor` does. Gradients are only defined fo
 float64; integer tensors hold token ids and bool tensors masks. The names are numpy dtypes, so
 `gf.zeros(3, dtype=gf.long)` and `np.zeros(3, dtype=gf.long)` mean the same; gradflow exports
 PyTorch's aliases of them too (gf.float is float32, gf.double float64, gf.long int64, gf.int int32).
+`finfo` and `iinfo` are numpy's (torch.finfo(torch.float32).min reads the same).
 float16 (gf.half) and bfloat16 are names only, so that a program that picks its dtype by name
 (`{"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]`)
 imports: a tensor asked to hold one refuses, naming it, because numpy computes float16 slowly,
@@ -19,6 +20,9 @@ float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+int16 = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)  # PyTorch's byte masks: torch.triu(...).type(torch.uint8) == 0
 bool_ = np.dtype(np.bool_)
 float16 = np.dtype(np.float16)  # a name only: see this file's docstring
 half = float16
@@ -36,6 +40,7 @@ class NarrowFloat:
 
 
 bfloat16 = NarrowFloat("bfloat16")
+finfo, iinfo = np.finfo, np.iinfo  # a float dtype's min, max, eps, tiny; an integer's min, max
 
 FLOAT_DTYPES = (float32, float64)
 

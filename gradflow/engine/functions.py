@@ -43,13 +43,13 @@ def _method_as_function(name):
 (
     abs, all, amax, amin, any, argsort, ceil, chunk, clamp, clip, clone, cos, cumsum, dot, exp, flatten, flip,
     floor, gather, index_select, log, log10, log1p, log2, log_softmax, logsumexp, masked_fill, masked_select,
-    max, mean, min, mm, neg, norm, permute, prod, reciprocal, relu, reshape, roll, round, rsqrt, scatter_add,
-    sigmoid, sign, sin, softmax, sort, sqrt, square, squeeze, std, sum, t, tanh, transpose, tril, triu, unbind,
-    unique, unsqueeze, var,
+    max, mean, min, mm, narrow, neg, nonzero, norm, permute, prod, reciprocal, relu, reshape, roll, round, rsqrt,
+    scatter_add, sigmoid, sign, sin, softmax, sort, sqrt, square, squeeze, std, sum, t, tanh, transpose, tril, triu,
+    unbind, unique, unsqueeze, var,
 ) = map(_method_as_function, """
     abs all amax amin any argsort ceil chunk clamp clip clone cos cumsum dot exp flatten flip
     floor gather index_select log log10 log1p log2 log_softmax logsumexp masked_fill masked_select
-    max mean min mm neg norm permute prod reciprocal relu reshape roll round rsqrt scatter_add
+    max mean min mm narrow neg nonzero norm permute prod reciprocal relu reshape roll round rsqrt scatter_add
     sigmoid sign sin softmax sort sqrt square squeeze std sum t tanh transpose tril triu unbind
     unique unsqueeze var""".split())  # fmt: skip
 

@@ -19,7 +19,7 @@ tensor it views), and views of the tensor taken before the change keep the old v
 import numpy as np
 
 from gradflow.engine import autograd
-from gradflow.engine.checks import broadcast_shape
+from gradflow.engine.checks import broadcast_shape, normalize_axis
 from gradflow.engine.naming import describe
 from gradflow.engine.ops.index import IndexPut
 from gradflow.engine.rng import generator
@@ -206,3 +206,29 @@ class InPlace:
 
     def relu_(self):
         return self._update("relu_", self.relu)
+
+    def scatter_(self, dim, index, src=None, *, value=None):
+        """x[i][index[i][j][k]][k] <- src[i][j][k] for dim 1 (a number src, or value=, is written at every
+        position index names): PyTorch's scatter_, as the assignment x[positions] = src, so that it is
+        recorded in the graph where it must be (IndexPut)."""
+        src = value if src is None else src
+        index = np.asarray(getattr(index, "_data", index))
+        dim = normalize_axis("scatter_", dim, self.shape)
+        if index.ndim != self.ndim or index.dtype.kind not in "iu":
+            raise ValueError(
+                f"scatter_: index must be an integer tensor with {self.ndim} axes, got {index.dtype} {index.shape}"
+            )
+        positions = [
+            np.arange(n).reshape([-1 if a == b else 1 for a in range(self.ndim)]) for b, n in enumerate(index.shape)
+        ]
+        positions[dim] = index
+        if np.ndim(src):
+            src = src[tuple(slice(0, n) for n in index.shape)]
+        self[tuple(positions)] = src
+        return self
+
+    def index_fill_(self, dim, index, value):
+        """x[..., index, ...] <- value along dim (index a 1-D integer tensor)"""
+        dim = normalize_axis("index_fill_", dim, self.shape)
+        self[(slice(None),) * dim + (np.asarray(getattr(index, "_data", index)),)] = value
+        return self

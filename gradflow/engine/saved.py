@@ -97,7 +97,9 @@ class SavedMemory:
 
     @data.setter
     def data(self, value):
-        """Replace the array: always allowed, since a graph that saved the old array keeps it."""
+        """Replace the array (given as an array or, as PyTorch's `p.data = ...` does, a tensor's values):
+        always allowed, since a graph that saved the old array keeps it."""
+        value = getattr(value, "_data", value)  # a tensor: its array
         self._data = np.array(value) if isinstance(value, SavedArray) else value  # a copy: never a way in
 
     @property

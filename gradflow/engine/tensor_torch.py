@@ -342,6 +342,32 @@ class PyTorchNames:
             found.append(self._constant(counts.astype(np.int64)))
         return found[0] if len(found) == 1 else tuple(found)
 
+    @property
+    def mT(self):
+        """The last two axes swapped (a batch of matrices, each transposed)."""
+        return self.transpose(-2, -1)
+
+    def __invert__(self):
+        """~mask: logical not of a bool tensor (bitwise not of an integer one), outside the graph."""
+        if self.dtype.kind not in "biu":
+            raise TypeError(f"~: needs a bool or integer tensor, this one is {self.dtype}")
+        return self._constant(~self._data)
+
+    def narrow(self, dim, start, length):
+        """x[..., start:start + length, ...] along dim: a view, in the graph."""
+        dim = normalize_axis("narrow", dim, self.shape)
+        if not (start >= 0 and length >= 0 and start + length <= self.shape[dim]):
+            raise ValueError(f"narrow: start {start} and length {length} leave axis {dim} of size {self.shape[dim]}")
+        return self[(slice(None),) * dim + (slice(start, start + length),)]
+
+    def nonzero(self, as_tuple=False):
+        """The positions of the nonzero elements: an int64 tensor of shape (count, ndim), outside the
+        graph, or with as_tuple=True one int64 tensor per axis (numpy's nonzero)."""
+        where = np.nonzero(self._data)
+        if as_tuple:
+            return tuple(self._constant(w.astype(np.int64)) for w in where)
+        return self._constant(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim))
+
     def nelement(self):
         """The number of elements (PyTorch's other name for numel)."""
         return self.numel()

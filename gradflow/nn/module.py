@@ -118,7 +118,7 @@ class Module:
             stack.extend(reversed(children))
 
     def modules(self):
-        return [m for _, m in self.named_modules()]
+        return (m for _, m in self.named_modules())
 
     def apply(self, fn):
         """fn(m) for every sub-module, children before parents, then for self; returns self.
@@ -146,7 +146,8 @@ class Module:
             yield name, p
 
     def parameters(self, recurse=True):
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+        """Every parameter once, as a generator, as PyTorch's (`next(model.parameters())`; list() it to keep it)."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix="", recurse=True):
         """(dotted name, buffer Tensor) for every buffer, persistent or not."""
@@ -157,7 +158,7 @@ class Module:
                 yield name, b
 
     def buffers(self, recurse=True):
-        return [b for _, b in self.named_buffers(recurse=recurse)]
+        return (b for _, b in self.named_buffers(recurse=recurse))
 
     def num_parameters(self):
         """How many numbers the model learns (a tied weight counts once)."""
@@ -266,7 +267,7 @@ class Module:
             raise TypeError(f"Module.to: {dtype!r} is neither a dtype nor a device") from None
         if dtype not in FLOAT_DTYPES:
             raise TypeError(f"Module.to: dtype must be float32 or float64 (gradflow computes in these), got {dtype}")
-        for t in self.parameters() + self.buffers():
+        for t in [*self.parameters(), *self.buffers()]:
             if is_float(t.dtype):
                 t.data = t.data.astype(dtype)
                 if t.grad is not None:
@@ -338,10 +339,16 @@ class ModuleList(Module):
 
 
 class Sequential(ModuleList):
-    """Modules applied one after another: y = f_n(... f_2(f_1(x)))."""
+    """Modules applied one after another: y = f_n(... f_2(f_1(x))). Named `0`, `1`, ..., or, given one
+    dict (an OrderedDict, as PyTorch takes), by its keys: `Sequential(OrderedDict(fc=lin)).fc`."""
 
     def __init__(self, *modules):
-        super().__init__(modules)
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            super().__init__()
+            for name, m in modules[0].items():
+                setattr(self, name, m)
+        else:
+            super().__init__(modules)
 
     def forward(self, x):
         for m in self:

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from gradflow.optim.optimizer import Optimizer, check_positive
+from gradflow.optim.optimizer import Optimizer, check_positive, how_to_run
 
 
 class Adam(Optimizer):
@@ -13,15 +13,20 @@ class Adam(Optimizer):
     v = beta2 v + (1 - beta2) g^2               running mean of squared gradients
     m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)    undo the bias of starting at zero
     p = p - lr m_hat / (sqrt(v_hat) + eps)      eps outside the square root, as PyTorch
+    With amsgrad=True, v_hat uses the largest v so far (AMSGrad, Reddi et al., "On the Convergence of
+    Adam and Beyond"); with maximize=True, g is -grad.
     """
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False, **how):  # fmt: skip
         check_positive(type(self).__name__, lr=lr, eps=eps, weight_decay=weight_decay)
+        how_to_run(type(self).__name__, **how)  # foreach=, fused=, capturable=: accepted
         if not all(0 <= b < 1 for b in betas):
             raise ValueError(f"{type(self).__name__}: betas must lie in [0, 1), got {betas}")
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, {**defaults, "amsgrad": bool(amsgrad), "maximize": bool(maximize)})
 
     def update(self, p, g, state, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -40,6 +45,8 @@ class Adam(Optimizer):
         np.multiply(g, g, out=scratch)
         scratch *= 1 - beta2
         v += scratch  # v = beta2 v + (1 - beta2) g^2
+        if group["amsgrad"]:  # the largest v so far: a coordinate's step never grows back after a large gradient
+            v = state["v_max"] = np.maximum(state.get("v_max", v), v)
         denom = np.sqrt(v, out=scratch)
         denom *= 1 / math.sqrt(1 - beta2**t)
         denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
@@ -54,5 +61,5 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, **options):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, **options)

@@ -49,7 +49,8 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self.update(p.in_place(), p.grad.data, self.state.setdefault(id(p), {}), group)
+                    g = -p.grad.data if group.get("maximize") else p.grad.data  # maximize: climb the loss
+                    self.update(p.in_place(), g, self.state.setdefault(id(p), {}), group)
 
     def update(self, p, g, state, group):
         """Update p, the parameter's array, in place, from its gradient g."""
@@ -92,3 +93,11 @@ def check_positive(name, **values):
     for key, value in values.items():
         if not np.isfinite(value) or value < 0:
             raise ValueError(f"{name}: {key} must be a non-negative number, got {value}")
+
+
+def how_to_run(name, foreach=None, fused=None, capturable=False, differentiable=False):
+    """PyTorch's switches for how an optimizer runs its update (a loop over the parameters, one kernel
+    for them all, on a GPU graph): the numbers are the same, and gradflow's update is numpy's, so they
+    are accepted; differentiable=True (a step recorded in the graph) is not supported."""
+    if differentiable:
+        raise ValueError(f"{name}: differentiable=True is not supported; gradflow's step is not recorded in the graph")

@@ -239,7 +239,7 @@ class Distributed:
     def __init__(self, model, comm, facts=None, asked_to_stop=lambda: False):
         self.model, self.comm, self.rank, self.size = model, comm, comm.Get_rank(), comm.Get_size()
         self.asked_to_stop, self.stop_agreed = asked_to_stop, False
-        self.params = model.parameters()
+        self.params = list(model.parameters())
         shapes = json.dumps([(name, p.shape, p.dtype.str) for name, p in model.named_parameters()])
         weights = fingerprint(*(p.data for p in self.params))
         check_same(comm, {"the parameter list": shapes, **(facts or {}), "the weights' checksum": weights})

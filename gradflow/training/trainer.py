@@ -229,7 +229,7 @@ def _is_number(value):
 
 def default_optimizer(model, config):
     """AdamW that decays the matrices (weights, embeddings) but not the vectors (biases, norm gains)."""
-    params = model.parameters()
+    params = list(model.parameters())
     groups = [
         {"params": [p for p in params if p.ndim >= 2]},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
