@@ -314,3 +314,42 @@ def test_manual_sgd_matches_pytorch(torch, forget):
     model, reference = ours.polynomial_model(), theirs.polynomial_model()
     load_into(reference, model, torch)
     close(ours.fit_module(model), theirs.fit_module(reference), "losses of the module")
+
+
+# --- "Build a Large Language Model (From Scratch)": masks filled in place, config dicts, DataLoaders ----
+
+
+@pytest.fixture
+def story_file():
+    Path("the-story.txt").write_text(TEXT, encoding="utf-8")
+    return "the-story.txt"
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_llm_from_scratch_runs_whole_and_learns(request, story_file, lib):
+    p = program("llm_from_scratch", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    assert p.train_losses[-1] < p.train_losses[0] - 0.5, p.train_losses
+    assert len(p.samples) == p.HPARAMS["num_epochs"] and all(s.startswith("the ") for s in p.samples)
+    assert p.tokens_seen[-1] > p.tokens_seen[0] and p.model.training is False
+
+
+def test_llm_from_scratch_matches_pytorch(torch, story_file):
+    ours, theirs = program("llm_from_scratch", "gradflow"), program("llm_from_scratch", torch)
+    tokenizer = ours.CharTokenizer(TEXT)
+    config = {**ours.GPT_CONFIG, "vocab_size": len(tokenizer.chars), "drop_rate": 0.0}
+    model, reference = ours.GPTModel(config), theirs.GPTModel(config)
+    load_into(reference, model, torch)
+    results, split = [], int(0.9 * len(TEXT))
+    for p, m in ((ours, model), (theirs, reference)):
+        optimizer = p.torch.optim.AdamW(m.parameters(), lr=5e-3, weight_decay=0.1)
+        train, val = (p.create_dataloader(t, tokenizer, 4, 16, 16, shuffle=False) for t in (TEXT[:split], TEXT[split:]))
+        results.append(p.train_model_simple(m, train, val, optimizer, "cpu", 2, 5, 1, "the "))
+    (losses, (train_losses, val_losses, seen), samples), (ref_losses, ref_evaluations, ref_samples) = results
+    close(losses, ref_losses, "training losses, step by step")
+    close([train_losses, val_losses], ref_evaluations[:2], "evaluations")
+    assert seen == ref_evaluations[2] and samples == ref_samples
+    start = [p.text_to_token_ids("the ", tokenizer) for p in (ours, theirs)]
+    drawn = [
+        p.generate(m, s, 12, 16, temperature=1.4, top_k=1) for p, m, s in zip((ours, theirs), (model, reference), start)
+    ]
+    assert drawn[0].tolist() == drawn[1].tolist()  # top_k=1 leaves one token to draw
