@@ -854,3 +854,129 @@ def test_batchnorm1d_gradcheck(float64):
 def test_batchnorm1d_refusals(shape, line):
     with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):
         gf.nn.BatchNorm1d(3)(gf.zeros(*shape))
+
+
+# --- PyTorch's MultiheadAttention and TransformerEncoder ----------------------------------------------
+
+MHA = [
+    ({}, {}),
+    ({"batch_first": True}, {}),
+    ({}, {"average_attn_weights": False}),
+    ({}, {"attn_mask": "bool"}),
+    ({}, {"attn_mask": "float"}),
+    ({}, {"attn_mask": "per head"}),
+    ({}, {"key_padding_mask": "bool"}),
+    ({"bias": False}, {"need_weights": False}),
+    ({"unbatched": True}, {"key_padding_mask": "bool"}),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("options, call", MHA, ids=[f"{o}{c}" for o, c in MHA])
+def test_multihead_attention_beside_pytorch(float64, options, call):
+    options = dict(options)
+    unbatched = options.pop("unbatched", False)
+    E, H, L, S, N = 8, 2, 4, 5, 3
+    reference = torch.nn.MultiheadAttention(E, H, dtype=torch.float64, **options)
+    layer = gf.nn.MultiheadAttention(E, H, **options)
+    assert list(layer.state_dict()) == list(reference.state_dict())
+    layer.load_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    rng = np.random.default_rng(0)
+
+    def shape(T):
+        return (T, E) if unbatched else ((N, T, E) if options.get("batch_first") else (T, N, E))
+
+    a, b = rng.standard_normal(shape(L)), rng.standard_normal(shape(S))
+    masks = {"bool": rng.random((L, S)) < 0.3, "float": rng.standard_normal((L, S))}
+    masks["per head"] = rng.standard_normal((N * H, L, S))
+    padding = rng.random((S,) if unbatched else (N, S)) < 0.3
+    results = []
+    for lib, module in ((gf, layer), (torch, reference)):
+        q, kv = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        args = dict(call)
+        if "attn_mask" in args:
+            args["attn_mask"] = lib.tensor(masks[args["attn_mask"]])
+        if "key_padding_mask" in args:
+            args["key_padding_mask"] = lib.tensor(padding)
+        out, weights = module(q, kv, kv, **args)
+        (out.sum() + (0 if weights is None else (weights * weights).sum())).backward()
+        kept = [out] + ([] if weights is None else [weights])
+        results.append([as_array(t) for t in kept] + [as_array(q.grad), as_array(kv.grad)])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+ENCODER = [{}, {"norm_first": True}, {"activation": "gelu", "batch_first": True}, {"bias": False}]
+
+
+@needs_torch
+@pytest.mark.parametrize("masks", ["causal mask", "is_causal", "padding"])
+@pytest.mark.parametrize("options", ENCODER, ids=str)
+def test_transformer_encoder_beside_pytorch(float64, options, masks):
+    reference_layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64, **options)
+    reference = torch.nn.TransformerEncoder(
+        reference_layer, 2, norm=torch.nn.LayerNorm(8, dtype=torch.float64), enable_nested_tensor=False
+    )
+    encoder = gf.nn.TransformerEncoder(gf.nn.TransformerEncoderLayer(8, 2, 16, 0.0, **options), 2, gf.nn.LayerNorm(8))
+    assert list(encoder.state_dict()) == list(reference.state_dict())
+    encoder.load_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 5, 8))
+    T = 5 if options.get("batch_first") else 3
+    causal = np.triu(np.full((T, T), -np.inf), 1)
+    padding = np.zeros((3, 5) if options.get("batch_first") else (5, 3), dtype=bool)
+    padding[:, -1] = True
+    results = []
+    for lib, module in ((gf, encoder), (torch, reference)):
+        x = lib.tensor(a, requires_grad=True)
+        if masks == "padding":
+            y = module(x, src_key_padding_mask=lib.tensor(padding))
+        else:
+            y = module(x, mask=lib.tensor(causal), is_causal=masks == "is_causal")
+        y.sum().backward()
+        results.append([as_array(y), as_array(x.grad)])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_transformer_encoder_gradcheck_and_copies(float64):
+    layer = gf.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
+    encoder = gf.nn.TransformerEncoder(layer, 2)
+    assert encoder.layers[0].linear1.weight is not layer.linear1.weight  # copies, each learning its own
+    np.testing.assert_array_equal(
+        np.asarray(encoder.layers[1].linear1.weight.data), np.asarray(layer.linear1.weight.data)
+    )
+    x = gf.tensor(np.random.default_rng(6).standard_normal((3, 2, 4)), requires_grad=True)
+    assert gf.gradcheck(lambda x: encoder(x), x)
+
+
+@pytest.mark.parametrize(
+    "call, error, line",
+    [
+        (
+            lambda: gf.nn.MultiheadAttention(6, 4),
+            ValueError,
+            "MultiheadAttention: embed_dim 6 is not divisible by num_heads 4",
+        ),
+        (
+            lambda: gf.nn.TransformerEncoderLayer(4, 2, activation="tanh"),
+            ValueError,
+            "TransformerEncoderLayer: activation must be 'relu', 'gelu' or a function, got 'tanh'",
+        ),
+        (
+            lambda: gf.nn.MultiheadAttention(4, 2)(
+                gf.zeros(3, 1, 4), gf.zeros(3, 1, 4), gf.zeros(3, 1, 4), attn_mask=gf.zeros(3, 3, dtype=gf.int64)
+            ),
+            TypeError,
+            "MultiheadAttention: attn_mask must be boolean (True = not allowed) or floating-point (added), got int64",
+        ),
+        (
+            lambda: gf.nn.MultiheadAttention(4, 2)(gf.zeros(3, 1, 5), gf.zeros(3, 1, 5), gf.zeros(3, 1, 5)),
+            ValueError,
+            "MultiheadAttention: the query's last size is 5, expected embed_dim 4",
+        ),
+    ],
+)
+def test_encoder_refusals(call, error, line):
+    with pytest.raises(error, match="^" + re.escape(line) + "$"):
+        call()

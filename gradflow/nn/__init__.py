@@ -5,8 +5,8 @@ cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/e
 the Modules here hold the parameters and call F. Read layers.py first, then attention.py (GPT-2's
 attention); kv_cache.py and general_attention.py add decoding, masks, grouped-query heads and RoPE.
 activations.py and losses.py wrap F's functions as Modules, recurrent.py holds RNN, GRU and LSTM,
-batchnorm.py BatchNorm1d, and utils.py clips gradients, with PyTorch's names, so PyTorch model code
-runs as written.
+batchnorm.py BatchNorm1d, encoder.py PyTorch's MultiheadAttention and TransformerEncoder(Layer),
+and utils.py clips gradients, with PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
@@ -15,6 +15,7 @@ from gradflow.nn.activations import GELU, Identity, LeakyReLU, LogSoftmax, ReLU,
 from gradflow.nn.attention import CausalSelfAttention
 from gradflow.nn.batchnorm import BatchNorm1d
 from gradflow.nn.blocks import TransformerBlock
+from gradflow.nn.encoder import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
 from gradflow.nn.kv_cache import KVCache
@@ -34,7 +35,7 @@ __all__ = [
     "BatchNorm1d", "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention", "CrossEntropyLoss", "Dropout",
     "Embedding", "Flatten", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm", "LeakyReLU",
     "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
-    "MultiHeadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
-    "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "init", "lora",
-    "padding_mask", "sinusoidal_table", "utils",
+    "MultiHeadAttention", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding",
+    "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock",
+    "TransformerEncoder", "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip
