@@ -353,3 +353,40 @@ def test_llm_from_scratch_matches_pytorch(torch, story_file):
         p.generate(m, s, 12, 16, temperature=1.4, top_k=1) for p, m, s in zip((ours, theirs), (model, reference), start)
     ]
     assert drawn[0].tolist() == drawn[1].tolist()  # top_k=1 leaves one token to draw
+
+
+# --- PyTorch's word language model example: LSTM, GRU and RNN over word ids ---------------------------
+
+
+@pytest.fixture
+def corpus_folder():
+    lines = TEXT.splitlines()
+    Path("data").mkdir()
+    for name, part in (("train", lines[:9]), ("valid", lines[9:11]), ("test", lines[11:])):
+        Path("data", f"{name}.txt").write_text("\n".join(part) + "\n", encoding="utf8")
+    return "data"
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_word_language_model_runs_whole_and_learns(request, corpus_folder, lib):
+    p = program("word_language_model", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    (first, _), (last, _) = p.history[0], p.history[-1]
+    assert last < first - 0.3 and p.test_loss < 4.2, (p.history, p.test_loss)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN_TANH"])
+def test_word_language_model_matches_pytorch(torch, corpus_folder, kind):
+    ours, theirs = program("word_language_model", "gradflow"), program("word_language_model", torch)
+    corpora = [p.Corpus(corpus_folder) for p in (ours, theirs)]
+    models = [
+        p.RNNModel(kind, len(c.dictionary), 16, 16, 2, dropout=0.0, tie_weights=True)
+        for p, c in zip((ours, theirs), corpora)
+    ]
+    load_into(models[1], models[0], torch)
+    results = []
+    for p, corpus, model in zip((ours, theirs), corpora, models):
+        criterion = p.nn.NLLLoss()
+        losses = p.train_epoch(model, p.batchify(corpus.train, 4), 4, criterion, lr=20.0)
+        results.append((losses, p.evaluate(model, p.batchify(corpus.valid, 2), 2, criterion)))
+    close(results[0][0], results[1][0], "training losses, batch by batch")
+    close(results[0][1], results[1][1], "validation loss")
