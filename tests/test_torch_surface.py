@@ -9,6 +9,7 @@ import json
 import os
 import re
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -980,3 +981,23 @@ def test_transformer_encoder_gradcheck_and_copies(float64):
 def test_encoder_refusals(call, error, line):
     with pytest.raises(error, match="^" + re.escape(line) + "$"):
         call()
+
+
+@dataclass
+class SavedConfig:
+    block_size: int = 16
+    n_layer: int = 2
+    bias: bool = True
+
+
+@needs_torch
+def test_a_saved_dataclass_loads_with_its_fields_as_attributes(tmp_path):
+    """build-nanogpt saves its GPTConfig in the checkpoint; PyTorch pickles it (and loads it back only with
+    weights_only=False), gradflow stores its fields and gives them back as attributes."""
+    loaded = []
+    for lib in (gf, torch):
+        lib.save({"config": SavedConfig(n_layer=3), "step": 5}, tmp_path / f"{lib.__name__}.pt")
+        loaded.append(lib.load(tmp_path / f"{lib.__name__}.pt", weights_only=False))
+    for name in ("block_size", "n_layer", "bias"):
+        assert getattr(loaded[0]["config"], name) == getattr(loaded[1]["config"], name)
+    assert loaded[0]["step"] == loaded[1]["step"] == 5

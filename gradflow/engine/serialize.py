@@ -8,6 +8,10 @@ What a PyTorch user hands torch.save: {"model": model.state_dict(), "optimizer":
                       or {"__array__": path}, tuples by {"__tuple__": [...]}, and dicts with keys
                       that JSON cannot keep (ints, as an optimizer's state has) by {"__dict__": [[k, v], ...]}
 
+A dataclass (a model's config, as build-nanogpt saves it) is stored as its fields, {"__fields__": {...}},
+and loads as a types.SimpleNamespace with the same attributes (`checkpoint["config"].n_layer`): the class
+itself is not looked up, since importing it by name would run code.
+
 Safe: the file holds arrays and text only, so loading it runs no code (torch.save pickles; this never
 does), which is what PyTorch's `weights_only=True` asks for: load takes the flag and changes nothing
 for it, and takes a `map_location=` that names the CPU (a device, a {saved: "cpu"} dict, or a
@@ -16,9 +20,11 @@ runs as written. Atomic: it is written beside its destination and renamed over i
 a crash while saving leaves what was there whole. Any safetensors reader opens it, PyTorch's too.
 """
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import safetensors.numpy
@@ -29,7 +35,7 @@ from gradflow.engine.device import on_cpu
 from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 
-_TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
+_TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__", "__fields__")
 # the safetensors dtypes numpy has; a file holding another (F8_E4M3, say) is refused, naming it
 NUMPY_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
 
@@ -121,6 +127,9 @@ def _encode(obj, path, arrays):
         if all(isinstance(k, str) for k in obj) and not any(k in _TAGS for k in obj):
             return {k: _encode(v, (*path, k), arrays) for k, v in obj.items()}
         return {"__dict__": [[k, _encode(v, (*path, k), arrays)] for k, v in obj.items()]}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # a config: its fields, by name
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {"__fields__": _encode(fields, path, arrays)}
     if hasattr(obj, "state_dict"):  # a whole model: PyTorch pickles it, which runs code when loaded
         raise TypeError(
             f"save: cannot store a {type(obj).__name__} at {_where(path)}: gf.save stores tensors, never pickled "
@@ -143,6 +152,8 @@ def _decode(node, arrays):
         return arrays[node["__array__"]]
     if "__tuple__" in node:
         return tuple(_decode(v, arrays) for v in node["__tuple__"])
+    if "__fields__" in node:
+        return SimpleNamespace(**_decode(node["__fields__"], arrays))
     if "__dict__" in node:
         return {k: _decode(v, arrays) for k, v in node["__dict__"]}
     return {k: _decode(v, arrays) for k, v in node.items()}
