@@ -390,3 +390,37 @@ def test_word_language_model_matches_pytorch(torch, corpus_folder, kind):
         results.append((losses, p.evaluate(model, p.batchify(corpus.valid, 2), 2, criterion)))
     close(results[0][0], results[1][0], "training losses, batch by batch")
     close(results[0][1], results[1][1], "validation loss")
+
+
+# --- the GPT-2 reproduction lecture's train_gpt2.py: shards, accumulation, autocast, gather ----------
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_build_nanogpt_runs_whole_and_learns(request, lib):
+    p = program("build_nanogpt", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"))
+    if lib == "gradflow":
+        with pytest.warns(UserWarning, match="autocast: gradflow has no bfloat16"):
+            losses, norms, val_losses, accuracies, samples = p.main(TEXT)
+    else:
+        losses, norms, val_losses, accuracies, samples = p.main(TEXT)
+    assert val_losses[-1] < val_losses[0] - 0.5 and losses[-1] < losses[0] - 0.5, (val_losses, losses)
+    assert len(norms) == p.max_steps and all(s.startswith("the ") for pair in samples for s in pair)
+    checkpoint = p.torch.load(os.path.join(p.log_dir, f"model_{p.max_steps - 1:05d}.pt"), weights_only=False)
+    assert checkpoint["config"].n_layer == 2 and checkpoint["step"] == p.max_steps - 1
+
+
+def test_build_nanogpt_matches_pytorch(torch):
+    ours, theirs = program("build_nanogpt", "gradflow"), program("build_nanogpt", torch)
+    ours.write_shards(TEXT)
+    theirs.log_dir = "log_torch"
+    for p in (ours, theirs):
+        p.use_autocast = False  # PyTorch's CPU autocast computes in bfloat16, gradflow in float32
+        p.top_k = 1  # one token to draw from: the same samples
+    model, reference = ours.GPT(ours.GPTConfig()), theirs.GPT(theirs.GPTConfig())
+    load_into(reference, model, torch)
+    (losses, norms, val_losses, accuracies, samples) = ours.train(model, TEXT)
+    (ref_losses, ref_norms, ref_val_losses, ref_accuracies, ref_samples) = theirs.train(reference, TEXT)
+    close(losses, ref_losses, "training losses, step by step")
+    close(norms, ref_norms, "gradient norms", rtol=2e-4)
+    close(val_losses, ref_val_losses, "validation losses")
+    assert accuracies == ref_accuracies and samples == ref_samples
