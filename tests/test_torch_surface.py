@@ -1001,3 +1001,45 @@ def test_a_saved_dataclass_loads_with_its_fields_as_attributes(tmp_path):
     for name in ("block_size", "n_layer", "bias"):
         assert getattr(loaded[0]["config"], name) == getattr(loaded[1]["config"], name)
     assert loaded[0]["step"] == loaded[1]["step"] == 5
+
+
+# --- binary cross-entropy ------------------------------------------------------------------------------
+
+BCE_CALLS = [
+    "F.binary_cross_entropy(lib.sigmoid(z), y)",
+    "F.binary_cross_entropy(lib.sigmoid(z), y, reduction='sum')",
+    "F.binary_cross_entropy(lib.sigmoid(z), y, weight=w, reduction='none')",
+    "lib.nn.BCELoss()(lib.sigmoid(z), y)",
+    "F.binary_cross_entropy_with_logits(z, y)",
+    "F.binary_cross_entropy_with_logits(big, y, reduction='none')",
+    "F.binary_cross_entropy_with_logits(z, y, pos_weight=pw)",
+    "F.binary_cross_entropy_with_logits(z, y, weight=w, pos_weight=pw, reduction='sum')",
+    "lib.nn.BCEWithLogitsLoss(pos_weight=pw)(z, y)",
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("call", BCE_CALLS)
+def test_binary_cross_entropy_beside_pytorch(call):
+    rng = np.random.default_rng(0)
+    arrays = {"z": rng.standard_normal((4, 3)), "big": 60 * rng.standard_normal((4, 3))}
+    constants = {"y": rng.random((4, 3)), "w": rng.random((4, 3)), "pw": np.array([0.5, 2.0, 3.0])}
+    results = []
+    for lib in (gf, torch):
+        leaves = {k: lib.tensor(v, requires_grad=True) for k, v in arrays.items()}
+        names = dict(leaves, **{k: lib.tensor(v) for k, v in constants.items()})
+        y = eval(call, {"lib": lib, "F": lib.nn.functional, **names})
+        y.sum().backward()
+        results.append([as_array(y)] + [as_array(t.grad) for t in leaves.values() if t.grad is not None])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_binary_cross_entropy_gradcheck_and_its_bounds(float64):
+    rng = np.random.default_rng(7)
+    z = gf.tensor(rng.standard_normal((3, 2)), requires_grad=True)
+    y = gf.tensor(rng.random((3, 2)))
+    assert gf.gradcheck(lambda z: F_.binary_cross_entropy_with_logits(z, y, pos_weight=gf.tensor([2.0, 0.5])), z)
+    assert gf.gradcheck(lambda z: F_.binary_cross_entropy(z.sigmoid(), y), z)
+    certain = F_.binary_cross_entropy(gf.tensor([0.0, 1.0]), gf.tensor([1.0, 0.0]), reduction="none")
+    np.testing.assert_array_equal(np.asarray(certain.detach()), [100.0, 100.0])  # the logs stop at -100

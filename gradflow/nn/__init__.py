@@ -21,7 +21,7 @@ from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
 from gradflow.nn.kv_cache import KVCache
 from gradflow.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Linear, RMSNorm
 from gradflow.nn.lora import LoRALinear
-from gradflow.nn.losses import CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss
+from gradflow.nn.losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss
 from gradflow.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from gradflow.nn.positional import (
     LearnedPositionalEncoding,
@@ -32,10 +32,11 @@ from gradflow.nn.positional import (
 from gradflow.nn.recurrent import GRU, LSTM, RNN
 
 __all__ = [
-    "BatchNorm1d", "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention", "CrossEntropyLoss", "Dropout",
-    "Embedding", "Flatten", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm", "LeakyReLU",
-    "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList",
-    "MultiHeadAttention", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding",
-    "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh", "TransformerBlock",
-    "TransformerEncoder", "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
+    "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention",
+    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm",
+    "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict",
+    "ModuleList", "MultiHeadAttention", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
+    "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
+    "TransformerBlock", "TransformerEncoder", "TransformerEncoderLayer", "init", "lora", "padding_mask",
+    "sinusoidal_table", "utils",
 ]  # fmt: skip

@@ -4,8 +4,8 @@ linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope, embeddi
 scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
 the op's docstring (gradflow/engine/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
-and in gradient. mse_loss, l1_loss, nll_loss, kl_div, leaky_relu, normalize and cross_entropy's
-label smoothing are composed of primitive ops, as written.
+and in gradient. mse_loss, l1_loss, nll_loss, kl_div, the binary cross-entropies, leaky_relu, normalize
+and cross_entropy's label smoothing are composed of primitive ops, as written.
 
 Each function runs `kernel(ops.X)`: the plain op ops.X itself, or the tuned kernel that replaces
 it in the fast tier (gradflow/fast, chosen by gradflow/engine/kernels.py; same numbers).
@@ -124,6 +124,26 @@ def l1_loss(input, target, *, reduction="mean"):
     """|input - target|, averaged, summed or elementwise; d/d input = sign(input - target) / n for the mean."""
     input, target = _pointwise_pair("l1_loss", input, target, reduction)
     return _reduce((input - target).abs(), reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """-(y log x + (1 - y) log(1 - x)) per element, for probabilities x (a sigmoid's output) and targets
+    y in [0, 1]; each log is kept above -100, as PyTorch keeps it, so x = 0 or 1 gives 100, not inf.
+    weight multiplies each element's loss (broadcast)."""
+    input, target = _pointwise_pair("binary_cross_entropy", input, target, reduction)
+    losses = -(target * input.log().clamp(min=-100) + (1 - target) * (1 - input).log().clamp(min=-100))
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+    """binary_cross_entropy(sigmoid(x), y) computed from the logits x without overflow:
+    (1 - y) x + w (log(1 + e^-|x|) + max(-x, 0)), w = 1 + (pos_weight - 1) y (PyTorch's pos_weight
+    scales the positive targets' term; 1 without it). weight multiplies each element's loss."""
+    input, target = _pointwise_pair("binary_cross_entropy_with_logits", input, target, reduction)
+    softplus_neg = (-input.abs()).exp().log1p() + (-input).relu()  # log(1 + e^-x), stable for any x
+    w = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    losses = (1 - target) * input + w * softplus_neg
+    return _reduce(losses if weight is None else losses * weight, reduction)
 
 
 def kl_div(input, target, reduction="mean", log_target=False):

@@ -77,3 +77,30 @@ class KLDivLoss(Module):
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}, log_target={self.log_target}"
+
+
+class BCELoss(Module):
+    """loss(probs, targets) = F.binary_cross_entropy(probs, targets, weight, reduction)."""
+
+    def __init__(self, weight=None, *, reduction="mean"):
+        super().__init__()
+        F._check_reduction("BCELoss", reduction)
+        self.weight, self.reduction = weight, reduction
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class BCEWithLogitsLoss(BCELoss):
+    """loss(logits, targets) = F.binary_cross_entropy_with_logits(logits, targets, weight, reduction,
+    pos_weight): a sigmoid and the binary cross-entropy in one, stable for large logits."""
+
+    def __init__(self, weight=None, *, reduction="mean", pos_weight=None):
+        super().__init__(weight, reduction=reduction)
+        self.pos_weight = pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
