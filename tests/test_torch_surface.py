@@ -1043,3 +1043,55 @@ def test_binary_cross_entropy_gradcheck_and_its_bounds(float64):
     assert gf.gradcheck(lambda z: F_.binary_cross_entropy(z.sigmoid(), y), z)
     certain = F_.binary_cross_entropy(gf.tensor([0.0, 1.0]), gf.tensor([1.0, 0.0]), reduction="none")
     np.testing.assert_array_equal(np.asarray(certain.detach()), [100.0, 100.0])  # the logs stop at -100
+
+
+# --- more activations ------------------------------------------------------------------------------------
+
+ACTIVATION_CALLS = [
+    "F.softplus(x)",
+    "F.softplus(x * 30, beta=2.0, threshold=10.0)",
+    "F.logsigmoid(x * 50)",
+    "F.elu(x)",
+    "F.elu(x, alpha=0.5)",
+    "F.mish(x)",
+    "F.hardtanh(x * 2)",
+    "F.hardtanh(x * 2, -0.5, 0.5)",
+    "F.relu6(x * 5)",
+    "F.glu(x)",
+    "F.glu(x, dim=0)",
+    "lib.nn.Softplus(beta=0.5)(x)",
+    "lib.nn.LogSigmoid()(x)",
+    "lib.nn.ELU(alpha=2.0)(x)",
+    "lib.nn.Mish()(x)",
+    "lib.nn.Hardtanh(-2.0, 2.0)(x * 3)",
+    "lib.nn.ReLU6()(x * 5)",
+    "lib.nn.GLU(dim=0)(x)",
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("call", ACTIVATION_CALLS)
+def test_more_activations_beside_pytorch(call):
+    rng = np.random.default_rng(0)
+    a, u = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    results = []
+    for lib in (gf, torch):
+        x = lib.tensor(a, requires_grad=True)
+        y = eval(call, {"lib": lib, "F": lib.nn.functional, "x": x})
+        (y * lib.tensor(u[: y.shape[0], : y.shape[1]])).sum().backward()
+        results.append((as_array(y), as_array(x.grad)))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["softplus", "logsigmoid", "elu", "mish", "glu"])
+def test_more_activations_gradcheck(float64, name):
+    x = gf.tensor(np.random.default_rng(8).standard_normal((3, 4)), requires_grad=True)
+    assert gf.gradcheck(getattr(F_, name), x)
+
+
+def test_glu_refuses_an_odd_size():
+    with pytest.raises(
+        ValueError, match="^" + re.escape("glu: dim -1 has odd size 3; it is cut into two halves") + "$"
+    ):
+        F_.glu(gf.zeros(2, 3))

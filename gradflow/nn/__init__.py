@@ -11,7 +11,24 @@ Built on the engine only: nothing here knows of training, text or the command li
 """
 
 from gradflow.nn import init, lora, utils
-from gradflow.nn.activations import GELU, Identity, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from gradflow.nn.activations import (
+    ELU,
+    GELU,
+    GLU,
+    Hardtanh,
+    Identity,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
 from gradflow.nn.attention import CausalSelfAttention
 from gradflow.nn.batchnorm import BatchNorm1d
 from gradflow.nn.blocks import TransformerBlock
@@ -32,11 +49,11 @@ from gradflow.nn.positional import (
 from gradflow.nn.recurrent import GRU, LSTM, RNN
 
 __all__ = [
-    "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "GELU", "GRU", "LSTM", "MLP", "RNN", "CausalSelfAttention",
-    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LayerNorm",
-    "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSoftmax", "MSELoss", "Module", "ModuleDict",
-    "ModuleList", "MultiHeadAttention", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
-    "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid", "SinusoidalPositionalEncoding", "Softmax", "SwiGLU", "Tanh",
-    "TransformerBlock", "TransformerEncoder", "TransformerEncoderLayer", "init", "lora", "padding_mask",
-    "sinusoidal_table", "utils",
+    "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "ELU",
+    "Embedding", "Flatten", "GELU", "GLU", "GRU", "Hardtanh", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LSTM",
+    "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSigmoid", "LogSoftmax", "MLP",
+    "MSELoss", "Mish", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "MultiheadAttention", "NLLLoss",
+    "Parameter", "RMSNorm", "RNN", "ReLU", "ReLU6", "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid",
+    "SinusoidalPositionalEncoding", "Softmax", "Softplus", "SwiGLU", "Tanh", "TransformerBlock", "TransformerEncoder",
+    "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
 ]  # fmt: skip

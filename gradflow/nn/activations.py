@@ -103,3 +103,71 @@ class LogSoftmax(Softmax):
 
     def forward(self, x):
         return F.log_softmax(x, self.dim)
+
+
+class Softplus(Module):
+    """y = log(1 + e^(beta x)) / beta (x above threshold / beta), see F.softplus."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+
+class LogSigmoid(Module):
+    """y = log(sigmoid(x)), see F.logsigmoid."""
+
+    def forward(self, x):
+        return F.logsigmoid(x)
+
+
+class ELU(Module):
+    """y = x for x > 0, alpha (e^x - 1) elsewhere, see F.elu."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+
+class Mish(Module):
+    """y = x tanh(softplus(x)), see F.mish."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+class Hardtanh(Module):
+    """y = x clipped to [min_val, max_val], see F.hardtanh."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x):
+        return F.hardtanh(x, self.min_val, self.max_val)
+
+
+class ReLU6(Hardtanh):
+    """y = min(max(x, 0), 6)"""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0)
+
+
+class GLU(Module):
+    """y = a sigmoid(b), a and b the halves of x along dim, see F.glu."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.glu(x, self.dim)

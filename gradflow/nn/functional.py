@@ -4,8 +4,9 @@ linear, softmax, log_softmax, cross_entropy, layer_norm, rms_norm, rope, embeddi
 scaled_dot_product_attention are fused ops: one node each, with the backward derived by hand in
 the op's docstring (gradflow/engine/ops).
 The test suite shows each one equals the same computation composed from primitive ops, in value
-and in gradient. mse_loss, l1_loss, nll_loss, kl_div, the binary cross-entropies, leaky_relu, normalize
-and cross_entropy's label smoothing are composed of primitive ops, as written.
+and in gradient. mse_loss, l1_loss, nll_loss, kl_div, the binary cross-entropies, normalize, leaky_relu,
+softplus, logsigmoid, elu, mish, hardtanh, relu6, glu and cross_entropy's label smoothing are composed
+of primitive ops, as written.
 
 Each function runs `kernel(ops.X)`: the plain op ops.X itself, or the tuned kernel that replaces
 it in the fast tier (gradflow/fast, chosen by gradflow/engine/kernels.py; same numbers).
@@ -61,6 +62,54 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
     slope. inplace computes out of place (see relu)."""
     x = as_tensor(x)
     return where(x > 0, x, x * negative_slope)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + e^(beta x)) / beta, computed as (log(1 + e^-|beta x|) + max(beta x, 0)) / beta so that no
+    exponential overflows; x itself where beta x > threshold, as PyTorch's."""
+    x = as_tensor(x)
+    bx = x * beta
+    smooth = ((-bx.abs()).exp().log1p() + bx.relu()) / beta
+    return where(bx > threshold, x, smooth)
+
+
+def logsigmoid(x):
+    """log(1 / (1 + e^-x)) = -softplus(-x), without overflow."""
+    x = as_tensor(x)
+    return -((-x.abs()).exp().log1p() + (-x).relu())
+
+
+def elu(x, alpha=1.0, inplace=False):
+    """x where x > 0, alpha (e^x - 1) elsewhere (Clevert et al., "Fast and Accurate Deep Network
+    Learning by Exponential Linear Units"); inplace computes out of place (see relu)."""
+    x = as_tensor(x)
+    return where(x > 0, x, alpha * (x.clamp(max=0).exp() - 1))
+
+
+def mish(x, inplace=False):
+    """x tanh(softplus(x)) (Misra, "Mish: A Self Regularized Non-Monotonic Activation Function")."""
+    x = as_tensor(x)
+    return x * softplus(x).tanh()
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clipped to [min_val, max_val]; the gradient is 1 inside, 0 outside."""
+    return as_tensor(x).clamp(min_val, max_val)
+
+
+def relu6(x, inplace=False):
+    """min(max(x, 0), 6)"""
+    return hardtanh(x, 0.0, 6.0)
+
+
+def glu(x, dim=-1):
+    """a sigmoid(b), a and b the two halves of x along dim (Dauphin et al., "Language Modeling with
+    Gated Convolutional Networks")."""
+    x = as_tensor(x)
+    if x.shape[dim] % 2:
+        raise ValueError(f"glu: dim {dim} has odd size {x.shape[dim]}; it is cut into two halves")
+    a, b = x.chunk(2, dim=dim)
+    return a * b.sigmoid()
 
 
 GELU_OPS = {"tanh": ops.Gelu, "none": ops.GeluErf}
