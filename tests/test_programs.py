@@ -1,8 +1,10 @@
 """Programs written for PyTorch run on gradflow with only their import lines changed, and match PyTorch.
 
 Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
-program: nanoGPT's model.py, train.py and sample.py; makemore with its six models; ng-video-lecture's
-gpt.py and bigram.py; the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
+program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lecture's train_gpt2.py;
+makemore with its six models; ng-video-lecture's gpt.py and bigram.py;
+"Build a Large Language Model (From Scratch)"; PyTorch's word language model example;
+the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
 
@@ -62,15 +64,20 @@ def program(name, lib, as_main=False):
 @pytest.fixture(scope="module")
 def torch():
     """PyTorch, on one thread: these models are too small to share out, and on a busy machine its
-    threads waiting for each other made one test take 20 s instead of 1."""
+    threads waiting for each other made one test take 20 s instead of 1. What the programs set for the
+    whole process (matmul precision, TF32 switches, the seed) is put back for the tests after these."""
     if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
         import torch
     else:
         torch = pytest.importorskip("torch")
-    threads = torch.get_num_threads()
+    threads, precision, rng = torch.get_num_threads(), torch.get_float32_matmul_precision(), torch.get_rng_state()
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.set_num_threads(1)
     yield torch
     torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_rng_state(rng)
 
 
 def load_into(reference, model, torch):
