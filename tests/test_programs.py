@@ -431,3 +431,24 @@ def test_build_nanogpt_matches_pytorch(torch):
     close(norms, ref_norms, "gradient norms", rtol=2e-4)
     close(val_losses, ref_val_losses, "validation losses")
     assert accuracies == ref_accuracies and samples == ref_samples
+
+
+# --- makemore's first lecture: counts, then the same bigram as a one-hot linear layer -------------------
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_makemore_bigram_runs_whole_and_learns(request, names_file, lib):
+    p = program("makemore_bigram", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    assert p.losses[-1] < p.losses[0] - 0.5 and p.losses[-1] < p.counted + 0.1, (p.losses[::10], p.counted)
+    assert all(n.endswith(".") and set(n) <= set(p.stoi) for n in p.names + p.learned)
+
+
+def test_makemore_bigram_matches_pytorch(torch, names_file):
+    ours, theirs = program("makemore_bigram", "gradflow"), program("makemore_bigram", torch)
+    counts = [p.count_bigrams() for p in (ours, theirs)]
+    assert counts[0].dtype == ours.torch.int32 and np.array_equal(np.array(counts[0]), counts[1].numpy())
+    close(ours.nll(ours.normalize(counts[0])), theirs.nll(theirs.normalize(counts[1])), "the counted model's loss")
+    W = ours.init_weights(ours.torch.Generator().manual_seed(1))
+    reference = torch.tensor(np.array(W.detach()), requires_grad=True)
+    losses = ours.train(W, *ours.training_set())
+    close(losses, theirs.train(reference, *theirs.training_set()), "the neural bigram's losses, step by step")
