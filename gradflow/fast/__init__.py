@@ -11,12 +11,12 @@ A kernel stays here only if it pays in a whole training step. Measured and remov
 products made 2-D, now the plain op's own form (one product of the stacked rows); RMSNorm with
 einsum row sums (the baby GPT has no RMSNorm, so no step showed it paying); a thread pool that
 shared large kernels among cores (never faster in a step on 2 cores). With numba: GELU's tanh
-form as one loop (numba calls the C library's tanh, element by element: 6 times as slow as
-numpy's vectorized tanh, so 2 cores lose to numpy's one); Adam's update as one loop on every core
-(the step 1.03 times as long: for the baby GPT's 43 weights of at most 65,536 values, waking the
-threads costs what the loop saves); LayerNorm's rows shared out among the cores (slower than one
-core at 768 rows of 128); the attention's softmax as a loop over rows (alone, its forward 1.3
-times as fast as numpy's passes and its backward half as fast: not carried into a step).
+form as one loop (on 2 cores, 6 times as slow as gelu.py on one: numba calls the C library's
+tanh element by element, 45 times as slow as numpy's vectorized tanh); Adam's update as one loop
+on every core (the step 1.03 times as long: for the baby GPT's 43 weights of at most 65,536
+values, waking the threads costs what the loop saves); LayerNorm's rows shared out among the
+cores (slower than one core at 768 rows of 128); the attention's softmax as a loop over rows
+(alone, its forward 1.3 times as fast as numpy's passes and its backward half as fast).
 """
 
 from gradflow.engine import ops
