@@ -306,7 +306,7 @@ def test_layer_norm_over_two_axes_normalizes_them_together():
     ln = nn.LayerNorm((3, 4))
     assert ln.weight.shape == (3, 4) and repr(ln) == "LayerNorm((3, 4), eps=1e-05)"
     np.testing.assert_allclose(ln(gf.tensor(x)).data, y, rtol=1e-6)
-    assert nn.LayerNorm(4, elementwise_affine=False).parameters() == []
+    assert list(nn.LayerNorm(4, elementwise_affine=False).parameters()) == []
     assert gf.gradcheck(lambda x, w, b: F.layer_norm(x, (3, 4), w, b), leaf(x), leaf(X[0]), leaf(X[1]))
 
 
@@ -604,7 +604,7 @@ def test_module_dict():
     assert list(d) == list(d.keys()) == ["a", "b"] and len(d) == 2 and "b" in d and d.a is d["a"]
     assert [type(m).__name__ for m in d.values()] == ["Linear", "ReLU"]
     del d["a"]
-    assert list(d.items()) == [("b", d.b)] and d.parameters() == []
+    assert list(d.items()) == [("b", d.b)] and list(d.parameters()) == []
 
 
 # --- optimizers, schedulers, clipping -------------------------------------------------------------
