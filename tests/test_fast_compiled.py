@@ -19,7 +19,7 @@ import gradflow as gf
 from gradflow import fast
 from gradflow.engine import ops
 from gradflow.engine.autograd import topological_order
-from gradflow.fast import compiled, gelu_erf, norm, parallel_norm
+from gradflow.fast import compiled, compiled_norm, gelu_erf, norm
 from gradflow.nn import functional as F
 from gradflow.tools.gradcheck_table import CASES
 
@@ -114,7 +114,7 @@ def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
         np.testing.assert_array_equal(fast_half, F.gelu(gf.tensor(half)).data)
     rng = np.random.default_rng(3)
     x32, w64 = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal(6)
-    assert not parallel_norm.fits(x32, w64, None) and parallel_norm.fits(x32, w64.astype(np.float32), None)
+    assert not compiled_norm.fits(x32, w64, None) and compiled_norm.fits(x32, w64.astype(np.float32), None)
     layer_norm = lambda x, w: F.layer_norm(x, w.shape, w)  # noqa: E731
     for p, f in zip(_run("plain", layer_norm, [x32, w64]), _run("fast", layer_norm, [x32, w64])):
         assert f.dtype == p.dtype
@@ -122,9 +122,9 @@ def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
 
 
 def test_the_fast_tier_names_the_kernels_it_runs():
-    assert fast.REPLACES[ops.LayerNorm] is parallel_norm.LayerNorm
+    assert fast.REPLACES[ops.LayerNorm] is compiled_norm.LayerNorm
     assert fast.REPLACES[ops.GeluErf] is gelu_erf.GeluErf
-    assert issubclass(parallel_norm.LayerNorm, norm.LayerNorm)  # the numpy kernel where the loops cannot run
+    assert issubclass(compiled_norm.LayerNorm, norm.LayerNorm)  # the numpy kernel where the loops cannot run
 
 
 def _python(code, **env):

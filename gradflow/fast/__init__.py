@@ -20,12 +20,12 @@ cores (slower than one core at 768 rows of 128); the attention's softmax as a lo
 """
 
 from gradflow.engine import ops
-from gradflow.fast import attention, embedding, gelu, gelu_erf, parallel_norm
+from gradflow.fast import attention, compiled_norm, embedding, gelu, gelu_erf
 
 REPLACES = {
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,
-    ops.LayerNorm: parallel_norm.LayerNorm,
+    ops.LayerNorm: compiled_norm.LayerNorm,
     ops.ScaledDotProductAttention: attention.ScaledDotProductAttention,
 }
