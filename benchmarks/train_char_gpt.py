@@ -56,6 +56,7 @@ from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
 from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer  # noqa: E402
 
+FLOOR = "matmul floor"  # the step's matrix products alone (--floor)
 tune_malloc()  # as the Trainer does: freed arrays are reused without page faults (gradflow/fast/memory.py)
 BATCH, BLOCK = 12, 64
 MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False, tie_weights=True)
@@ -205,20 +206,18 @@ def step_products(vocab_size):
     return products + attention * MODEL["n_layer"]
 
 
-def matmul_floor(vocab_size, repeats=30):
-    """(GFLOP, seconds) of the step's matrix products alone, in float32 with numpy's BLAS: the time a
-    step cannot go below. The median over repeats of all of them."""
+def matmul_floor(vocab_size):
+    """A step of the step's matrix products alone (float32, numpy's BLAS), timed as an engine: the time
+    a training step cannot go below. Returns (GFLOP per step, step)."""
     rng = np.random.default_rng(0)
     operands = [tuple(rng.standard_normal(s, dtype=np.float32) for s in pair) for pair in step_products(vocab_size)]
     outs = [np.empty(a.shape[:-1] + b.shape[-1:], np.float32) for a, b in operands]
-    flops = sum(2 * a.size * b.shape[-1] for a, b in operands)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def step(x, y):
         for (a, b), out in zip(operands, outs):
             np.matmul(a, b, out=out)
-        times.append(time.perf_counter() - start)
-    return flops / 1e9, float(np.median(times))
+
+    return sum(2 * a.size * b.shape[-1] for a, b in operands) / 1e9, step
 
 
 def describe_blas():
@@ -320,17 +319,17 @@ def main():
         )
     rng = np.random.default_rng(0)
     batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
+    if args.floor:  # timed in the same rounds as the engines, so that a machine's load counts alike
+        gflop, engines[FLOOR] = matmul_floor(tokenizer.vocab_size)
     seconds = alternate(engines, batches, args.rounds, warmup=3)
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
     if args.floor:
-        settle()
-        gflop, floor = matmul_floor(tokenizer.vocab_size)
+        floor = seconds.pop(FLOOR)
         shares = ", ".join(f"{name} {floor / s:.0%}" for name, s in seconds.items())
-        print(f"matmul floor: {gflop:.2f} GFLOP in {1000 * floor:.1f} ms ({gflop / floor:.0f} GFLOP/s); "
-              f"the floor's share of each step: {shares}")  # fmt: skip
+        print(f"{FLOOR}: {gflop:.2f} GFLOP per step at {gflop / floor:.0f} GFLOP/s; its share of each step: {shares}")
     if "pytorch" in seconds:
-        for name in engines:
+        for name in seconds:
             if name != "pytorch":
                 print(f"throughput ratio {name} / pytorch: {seconds['pytorch'] / seconds[name]:.2f}")
     return 0
