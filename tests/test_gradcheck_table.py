@@ -55,7 +55,8 @@ def test_every_op_is_in_the_table():
             for case in CASES:
                 y = case.fn(*case.inputs())
                 used |= {type(node) for node in topological_order(y.grad_fn)}
-    missing = sorted(op.__name__ for op in _all_ops() - used)
+    # (an op whose subclass ran counts: fast/compiled_norm.py's LayerNorm runs fast/norm.py's where numba is absent)
+    missing = sorted(op.__name__ for op in _all_ops() if not any(issubclass(u, op) for u in used))
     assert not missing, f"ops without a gradcheck row in gradflow/tools/gradcheck_table.py: {missing}"
     assert len(_all_ops()) >= 40
 
