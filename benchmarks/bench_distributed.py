@@ -33,10 +33,10 @@ import sys
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_info
 
 import gradflow as gf
 from gradflow.engine.kernels import fast_unless_chosen
+from gradflow.engine.threads import blas_threads
 from gradflow.fast.compiled import describe as describe_kernels
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
@@ -141,10 +141,6 @@ class MPIEngine:
 
 
 # --- the engines of this process -----------------------------------------------------------------
-
-
-def blas_threads():
-    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
 
 
 def local_engines():

@@ -10,8 +10,9 @@ from test_train import model as dropout_model
 
 import gradflow as gf
 from gradflow.engine.rng import generator, get_rng_state
+from gradflow.engine.threads import limit_blas_threads
 from gradflow.text import get_batch
-from gradflow.training.data_parallel import limit_blas_threads, own_stream, shard_loss, shard_seeds, shards
+from gradflow.training.data_parallel import own_stream, shard_loss, shard_seeds, shards
 from gradflow.training.trainer import TrainConfig, Trainer
 
 

@@ -12,9 +12,8 @@ import functools
 from collections import Counter
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
 
-from gradflow.engine import ops
+from gradflow.engine import ops, threads
 from gradflow.engine.autograd import _GradMode, no_grad
 from gradflow.engine.checks import broadcast_shape, normalize_axis, shape_arg, spelling
 from gradflow.engine.creation import tensor
@@ -171,19 +170,19 @@ class set_grad_enabled(_GradMode):
 
 
 def set_num_threads(n):
-    """Use n threads for matrix products from now on, for the process (through threadpoolctl).
+    """Use n threads for matrix products from now on, for the process (engine/threads.py).
 
     PyTorch's threads for one op are numpy's BLAS threads here: matmul, linear and attention's
     products run on them; the other plain ops run on one thread whatever n is.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"set_num_threads: n must be a positive integer, got {n!r}")
-    threadpool_limits(limits=int(n), user_api="blas")
+    threads.limit_blas_threads(int(n))
 
 
 def get_num_threads():
     """The number of threads numpy's matrix products use (the most any loaded BLAS library uses)."""
-    return builtins.max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+    return threads.blas_threads()
 
 
 class inference_mode(no_grad):

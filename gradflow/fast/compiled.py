@@ -28,6 +28,7 @@ import os
 import time
 
 from gradflow.engine.kernels import kernels_in_use
+from gradflow.engine.threads import blas_threads
 
 ENVIRONMENT_VARIABLE = "GRADFLOW_NUMBA"
 COMPILED = "LayerNorm, exact GELU"  # the ops whose kernels run loops of loops.py
@@ -92,10 +93,3 @@ def _load():
         _why_not = f"numba failed to load: {type(error).__name__}: {error}"
         return
     _loops, load_seconds = compiled_loops, time.perf_counter() - start
-
-
-def blas_threads():
-    """The threads numpy's BLAS runs its products on."""
-    from threadpoolctl import threadpool_info
-
-    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)

@@ -64,12 +64,5 @@ def shard_loss(model, x, y, weight, backward):
     return weight * loss.item()
 
 
-def limit_blas_threads(threads=1):
-    """`threads` BLAS threads in this process; returns the limiter that can restore the previous number."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads, user_api="blas")
-
-
 class WorkerError(RuntimeError):
     """A process computing a shard failed; the message's first line says which and how."""

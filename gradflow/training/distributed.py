@@ -58,9 +58,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gradflow.engine.threads import limit_blas_threads
 from gradflow.training.data_parallel import (
     WorkerError,
-    limit_blas_threads,
     own_stream,
     shard_loss,
     shard_seeds,
