@@ -72,12 +72,12 @@ def _attention_dropout(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, causal=True, dropout_p=0.4)
 
 
-
 def _assigned(x, index, v):
     """y = 2 x with y[index] = v written in place, an op's output changed in the graph: IndexPut (inplace.py)."""
     y = x * 2.0
     y[index] = v
     return y
+
 
 CASES = [
     # --- arithmetic, with broadcasting -----------------------------------------------------------
