@@ -2,9 +2,9 @@
 
 Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
 program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lecture's train_gpt2.py;
-makemore with its six models; ng-video-lecture's gpt.py and bigram.py;
-"Build a Large Language Model (From Scratch)"; PyTorch's word language model example;
-the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
+makemore with its six models, and its lectures' bigram counts and backprop by hand; ng-video-lecture's
+gpt.py and bigram.py; "Build a Large Language Model (From Scratch)"; PyTorch's word language model
+example; the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
 
@@ -321,6 +321,32 @@ def test_manual_sgd_matches_pytorch(torch, forget):
     model, reference = ours.polynomial_model(), theirs.polynomial_model()
     load_into(reference, model, torch)
     close(ours.fit_module(model), theirs.fit_module(reference), "losses of the module")
+
+
+# --- the makemore notebooks: bare tensors, batch norm and every gradient by hand ----------------------
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_makemore_notebooks_run_whole_and_learn(request, names_file, lib):
+    p = program("makemore_notebooks", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    assert all(p.verdicts.values()), p.verdicts  # every gradient by hand is autograd's
+    assert np.mean(p.lossi[-20:]) < np.mean(p.lossi[:20]) - 0.05
+    assert p.losses["train"] < 2.8 and all(n.endswith(".") or len(n) == 21 for n in p.names)
+
+
+def test_makemore_notebooks_match_pytorch(torch, names_file):
+    ours, theirs = program("makemore_notebooks", "gradflow"), program("makemore_notebooks", torch)
+    np.testing.assert_array_equal(np.array(ours.Xtr), theirs.Xtr.numpy())  # the same words, split the same
+    parameters = ours.init_parameters()
+    reference = [torch.tensor(np.array(p.detach()), requires_grad=True) for p in parameters]
+    ours.get_batch = Recorded(ours.get_batch)
+    theirs.get_batch = ours.get_batch.replay(torch)
+    assert ours.check_gradients(parameters) == theirs.check_gradients(reference)
+    (lossi, ud), (reference_lossi, reference_ud) = ours.train(parameters, 100), theirs.train(reference, 100)
+    close(lossi, reference_lossi, "log10 of the loss, step by step", rtol=1e-4)
+    np.testing.assert_allclose(ud, reference_ud, atol=1e-3, err_msg="update to weight ratios")
+    for split in ("train", "val"):
+        close(ours.split_loss(parameters, split), theirs.split_loss(reference, split), split, rtol=1e-4)
 
 
 # --- "Build a Large Language Model (From Scratch)": masks filled in place, config dicts, DataLoaders ----
