@@ -1178,3 +1178,30 @@ def test_inference_mode_records_nothing_as_a_context_and_a_decorator():
 def test_refusals_of_the_new_forms_name_the_op_and_the_argument(call, error, message):
     with pytest.raises(error, match="^" + re.escape(message)):
         call(gf.zeros(2, 3))
+
+
+def test_a_recorded_in_place_change_keeps_no_cycle_and_frees_the_weights_for_an_update():
+    """The node of a change reads a stand-in for the tensor as it was, not the tensor it becomes the
+    grad_fn of, so the graph is freed as soon as nothing holds it; a graph that x[i] += v leaves in a
+    cycle (x[i] is read first) is collected before a write into a weight is refused."""
+    import gc
+    import weakref
+
+    w = gf.randn(3, 3, requires_grad=True)
+    scores = w @ w
+    scores.masked_fill_(gf.triu(gf.ones(3, 3), diagonal=1).bool(), -gf.inf)
+    assert all(t is not scores for t in scores.grad_fn.inputs)
+    node = weakref.ref(scores.grad_fn)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del scores
+        assert node() is None  # freed by reference counting alone
+        grads = gf.zeros(3, 3)
+        for i in range(3):
+            grads[i] += (w @ w)[i]  # a graph that saved w, in a cycle once grads is dropped
+        del grads
+        w.data += 1.0  # refused while a graph that saved w lives; this one is unreachable
+    finally:
+        if enabled:
+            gc.enable()

@@ -344,6 +344,9 @@ def test_makemore_notebooks_match_pytorch(torch, names_file):
     assert ours.check_gradients(parameters) == theirs.check_gradients(reference)
     (lossi, ud), (reference_lossi, reference_ud) = ours.train(parameters, 100), theirs.train(reference, 100)
     close(lossi, reference_lossi, "log10 of the loss, step by step", rtol=1e-4)
+    # b1 (index 2) feeds batch norm, which subtracts it again: its gradient is zero up to float rounding,
+    # so the log of its update's size is the log of rounding noise and differs between any two engines
+    ud, reference_ud = np.delete(np.array(ud), 2, axis=1), np.delete(np.array(reference_ud), 2, axis=1)
     np.testing.assert_allclose(ud, reference_ud, atol=1e-3, err_msg="update to weight ratios")
     for split in ("train", "val"):
         close(ours.split_loss(parameters, split), theirs.split_loss(reference, split), split, rtol=1e-4)

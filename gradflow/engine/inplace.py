@@ -29,8 +29,10 @@ class InPlace:
     """The in-place methods of Tensor; each returns the tensor itself, so calls chain as in PyTorch."""
 
     def _update(self, op, compute, *sources, index=..., casting="same_kind"):
-        """Write compute() into self[index] (index already normalized, as Tensor.__setitem__ does), in
-        place, after checking that the graph can do without it.
+        """Write compute(x) into self[index] (index already normalized, as Tensor.__setitem__ does), in
+        place, after checking that the graph can do without it. x is self, or, where the change is
+        recorded, a stand-in for self as it is now (its values and its node), so that the nodes the
+        change makes read the stand-in: self, which becomes their output, is not their input too.
 
         casting "same_kind" refuses arithmetic whose result has a wider kind than the tensor (an
         integer tensor += 0.5); assignments (fill_, copy_, x[i] = v) convert as PyTorch's do.
@@ -41,7 +43,8 @@ class InPlace:
                 f"{op}: the memory of {describe(self)} is read-only (an expand()ed tensor, or a "
                 "read-only numpy array); change a copy of it instead (x = x.clone())"
             )
-        result = compute()
+        x = self._make(self._data, self._requires_grad, self.grad_fn) if recorded else self
+        result = compute(x)
         new = np.asarray(result)
         target = self._data if index is ... else self._data[index]
         if not np.can_cast(new.dtype, self.dtype, casting):
@@ -55,21 +58,21 @@ class InPlace:
                 "(an in-place change keeps the tensor's shape)"
             )
         if recorded:  # self becomes the output of an op of the graph: its memory, its node
-            result = self._recorded(result, sources, index)
+            result = self._recorded(x, result, sources, index)
             self._data, self._requires_grad, self.grad_fn = result._data, result.requires_grad, result.grad_fn
         else:
             self.in_place()[index] = new
         return self
 
-    def _recorded(self, result, sources, index):
+    def _recorded(self, x, result, sources, index):
         """The tensor self becomes, made by a node of the graph, in memory of its own: the op that made
         result just now (self + other for add_), or the op that writes a value given (x[index] = v
         is IndexPut; a value written whole, copy_(src) or fill_(0), a copy in self's shape and dtype)."""
         value = result if hasattr(result, "grad_fn") else self._constant(np.asarray(result))
         value = value.astype(self.dtype)
         if index is not ...:
-            return IndexPut.apply(self, value, index=index)
-        made_now = value.grad_fn is not None and value._base is None and not any(value is s for s in (self, *sources))
+            return IndexPut.apply(x, value, index=index)
+        made_now = value.grad_fn is not None and value._base is None and not any(value is s for s in (x, *sources))
         return value if made_now and value.shape == self.shape else value.expand(*self.shape).clone()
 
     def _needed_by_the_graph(self, op, sources):
@@ -93,16 +96,16 @@ class InPlace:
     # x += y, x -= y, x *= y, x /= y: PyTorch changes x in place. Without these Python would rebind x to
     # x + y, and the update `for p in model.parameters(): p -= lr * p.grad` would change no parameter.
     def __iadd__(self, other):
-        return self._augmented("+=", lambda: self + other, other)
+        return self._augmented("+=", lambda x: x + other, other)
 
     def __isub__(self, other):
-        return self._augmented("-=", lambda: self - other, other)
+        return self._augmented("-=", lambda x: x - other, other)
 
     def __imul__(self, other):
-        return self._augmented("*=", lambda: self * other, other)
+        return self._augmented("*=", lambda x: x * other, other)
 
     def __itruediv__(self, other):
-        return self._augmented("/=", lambda: self / other, other)
+        return self._augmented("/=", lambda x: x / other, other)
 
     def _augmented(self, op, compute, other):
         """x op= other: in place, through _update and its version count, where PyTorch changes x in place
@@ -113,99 +116,99 @@ class InPlace:
         by _update, as PyTorch refuses it."""
         recorded = self.requires_grad and self.grad_fn is not None or getattr(other, "requires_grad", False)
         if autograd.is_grad_enabled() and recorded and not (self.requires_grad and self.grad_fn is None):
-            return compute()
+            return compute(self)
         return self._update(op, compute, other)
 
     def add_(self, other, alpha=1):
         """x <- x + alpha * other"""
-        return self._update("add_", lambda: self + alpha * other, other)
+        return self._update("add_", lambda x: x + alpha * other, other)
 
     def sub_(self, other, alpha=1):
         """x <- x - alpha * other"""
-        return self._update("sub_", lambda: self - alpha * other, other)
+        return self._update("sub_", lambda x: x - alpha * other, other)
 
     def mul_(self, other):
         """x <- x * other"""
-        return self._update("mul_", lambda: self * other, other)
+        return self._update("mul_", lambda x: x * other, other)
 
     def div_(self, other):
         """x <- x / other"""
-        return self._update("div_", lambda: self / other, other)
+        return self._update("div_", lambda x: x / other, other)
 
     def clamp_(self, min=None, max=None):
         """x <- x limited to [min, max] (either bound may be None)"""
-        return self._update("clamp_", lambda: self.clip(min, max))
+        return self._update("clamp_", lambda x: x.clip(min, max))
 
     def masked_fill_(self, mask, value):
         """x <- value where mask is True (mask broadcasts to x's shape)"""
-        return self._update("masked_fill_", lambda: self.masked_fill(mask, value), casting="unsafe")
+        return self._update("masked_fill_", lambda x: x.masked_fill(mask, value), casting="unsafe")
 
     def zero_(self):
         """x <- 0"""
-        return self._update("zero_", lambda: 0, casting="unsafe")
+        return self._update("zero_", lambda x: 0, casting="unsafe")
 
     def fill_(self, value):
         """x <- value, a number"""
         if np.ndim(value) != 0:
             raise TypeError(f"fill_: value must be a number, got {type(value).__name__} of shape {np.shape(value)}")
-        return self._update("fill_", lambda: value, value, casting="unsafe")
+        return self._update("fill_", lambda x: value, value, casting="unsafe")
 
     def copy_(self, src):
         """x <- src (broadcast to x's shape, converted to x's dtype)"""
-        return self._update("copy_", lambda: src, src, casting="unsafe")
+        return self._update("copy_", lambda x: src, src, casting="unsafe")
 
     def normal_(self, mean=0.0, std=1.0):
         """x <- draws from N(mean, std^2), from gradflow's generator (reproducible after gf.manual_seed)"""
         if not std >= 0:
             raise ValueError(f"normal_: std must be non-negative, got {std}")
-        return self._update("normal_", lambda: generator().normal(mean, std, self.shape))
+        return self._update("normal_", lambda x: generator().normal(mean, std, x.shape))
 
     def uniform_(self, low=0.0, high=1.0):
         """x <- draws from the uniform distribution on [low, high), from gradflow's generator"""
         if not low <= high:
             raise ValueError(f"uniform_: low {low} is greater than high {high}")
-        return self._update("uniform_", lambda: generator().uniform(low, high, self.shape))
+        return self._update("uniform_", lambda x: generator().uniform(low, high, x.shape))
 
     def addcmul_(self, tensor1, tensor2, value=1):
         """x <- x + value * tensor1 * tensor2 (Adam's second moment, written as PyTorch writes it)"""
-        return self._update("addcmul_", lambda: self + value * tensor1 * tensor2, tensor1, tensor2)
+        return self._update("addcmul_", lambda x: x + value * tensor1 * tensor2, tensor1, tensor2)
 
     def addcdiv_(self, tensor1, tensor2, value=1):
         """x <- x + value * tensor1 / tensor2 (Adam's step, written as PyTorch writes it)"""
-        return self._update("addcdiv_", lambda: self + value * tensor1 / tensor2, tensor1, tensor2)
+        return self._update("addcdiv_", lambda x: x + value * tensor1 / tensor2, tensor1, tensor2)
 
     def lerp_(self, end, weight):
         """x <- x + weight * (end - x): the moving average m <- beta m + (1 - beta) g is m.lerp_(g, 1 - beta)"""
-        return self._update("lerp_", lambda: self + weight * (end - self), end, weight)
+        return self._update("lerp_", lambda x: x + weight * (end - x), end, weight)
 
     def pow_(self, exponent):
         """x <- x ** exponent"""
-        return self._update("pow_", lambda: self**exponent, exponent)
+        return self._update("pow_", lambda x: x**exponent, exponent)
 
     # x <- f(x) for the elementwise functions: each computes the tensor.py op and writes it back
     def exp_(self):
-        return self._update("exp_", self.exp)
+        return self._update("exp_", lambda x: x.exp())
 
     def log_(self):
-        return self._update("log_", self.log)
+        return self._update("log_", lambda x: x.log())
 
     def sqrt_(self):
-        return self._update("sqrt_", self.sqrt)
+        return self._update("sqrt_", lambda x: x.sqrt())
 
     def abs_(self):
-        return self._update("abs_", self.abs)
+        return self._update("abs_", lambda x: x.abs())
 
     def neg_(self):
-        return self._update("neg_", self.neg)
+        return self._update("neg_", lambda x: x.neg())
 
     def tanh_(self):
-        return self._update("tanh_", self.tanh)
+        return self._update("tanh_", lambda x: x.tanh())
 
     def sigmoid_(self):
-        return self._update("sigmoid_", self.sigmoid)
+        return self._update("sigmoid_", lambda x: x.sigmoid())
 
     def relu_(self):
-        return self._update("relu_", self.relu)
+        return self._update("relu_", lambda x: x.relu())
 
     def scatter_(self, dim, index, src=None, *, value=None):
         """x[i][index[i][j][k]][k] <- src[i][j][k] for dim 1 (a number src, or value=, is written at every

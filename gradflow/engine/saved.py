@@ -15,6 +15,7 @@ or of its output (guard_saved), until its backward has run:
 A view (reshape, transpose, slice) shares its input's memory, so it shares its guards too (viewed).
 """
 
+import gc
 import weakref
 
 import numpy as np
@@ -169,6 +170,10 @@ class SavedArray(np.ndarray):
         if self._guard is None:  # a copy, or a view already let go
             return
         tensor = self._guard()
+        if tensor is not None and tensor._holder() is not None:
+            # a graph that nothing reaches may only be waiting for Python's cycle collector (x[i] += v reads
+            # x before changing it, so the graph of that change holds a cycle: engine/inplace.py)
+            gc.collect()
         holder = None if tensor is None else tensor._holder()
         if holder is None:  # backward has run, or the graph was deleted: the memory is free again
             self._guard = None

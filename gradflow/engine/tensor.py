@@ -636,7 +636,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def __setitem__(self, index, value):
         """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
         with the guards of every in-place change (inplace.py)."""
-        self._update("setitem", lambda: value, value, index=_index_arg(index), casting="unsafe")
+        self._update("setitem", lambda x: value, value, index=_index_arg(index), casting="unsafe")
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
