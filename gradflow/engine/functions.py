@@ -43,14 +43,24 @@ def _method_as_function(name):
     abs, all, amax, amin, any, argsort, ceil, chunk, clamp, clip, clone, cos, cumsum, dot, exp, flatten, flip,
     floor, gather, index_select, log, log10, log1p, log2, log_softmax, logsumexp, masked_fill, masked_select,
     max, mean, min, mm, narrow, neg, nonzero, norm, permute, prod, reciprocal, relu, reshape, roll, round, rsqrt,
-    scatter_add, sigmoid, sign, sin, softmax, sort, sqrt, square, squeeze, std, sum, t, tanh, transpose, tril, triu,
+    scatter_add, sigmoid, sign, sin, softmax, sort, sqrt, square, squeeze, std, sum, t, tanh, transpose,
     unbind, unique, unsqueeze, var,
 ) = map(_method_as_function, """
     abs all amax amin any argsort ceil chunk clamp clip clone cos cumsum dot exp flatten flip
     floor gather index_select log log10 log1p log2 log_softmax logsumexp masked_fill masked_select
     max mean min mm narrow neg nonzero norm permute prod reciprocal relu reshape roll round rsqrt scatter_add
-    sigmoid sign sin softmax sort sqrt square squeeze std sum t tanh transpose tril triu unbind
+    sigmoid sign sin softmax sort sqrt square squeeze std sum t tanh transpose unbind
     unique unsqueeze var""".split())  # fmt: skip
+
+
+def tril(input, diagonal=0):
+    """x with zeros above the diagonal `diagonal` (0 the main one, 1 the one above it): x.tril(diagonal)."""
+    return as_tensor(input).tril(diagonal)
+
+
+def triu(input, diagonal=0):
+    """x with zeros below the diagonal `diagonal` (0 the main one, 1 the one above it): x.triu(diagonal)."""
+    return as_tensor(input).triu(diagonal)
 
 
 def pow(input, exponent):
