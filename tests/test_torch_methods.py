@@ -415,3 +415,15 @@ def test_an_optimizer_step_recorded_in_the_graph_is_refused():
         gf.optim.Adam([gf.zeros(2, requires_grad=True)], differentiable=True)
     with pytest.raises(ValueError, match=r"SGD: nesterov=True needs momentum > 0 and dampening 0, got 0.0 and 0.0"):
         gf.optim.SGD([gf.zeros(2, requires_grad=True)], nesterov=True)
+
+
+@needs_torch
+def test_index_fill_and_scatter_out_of_place_match_pytorch_with_gradients():
+    def run(lib):
+        x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=lib.float64, requires_grad=True)
+        y = x.index_fill(1, lib.tensor([0]), -1.0).scatter(1, lib.tensor([[2], [1]]), x[:, :1] * 10)
+        (y * y).sum().backward()
+        return np.array(y.tolist()), np.array(x.grad.tolist())
+
+    for ours, theirs in zip(run(gf), run(torch)):
+        assert_array_equal(ours, theirs)

@@ -368,6 +368,14 @@ class PyTorchNames:
             return tuple(self._constant(w.astype(np.int64)) for w in where)
         return self._constant(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim))
 
+    def index_fill(self, dim, index, value):
+        """A copy of x with value along dim at index (index_fill_ out of place, in the graph)."""
+        return self.clone().index_fill_(dim, index, value)
+
+    def scatter(self, dim, index, src=None, *, value=None):
+        """A copy of x with src (or value) written at index along dim (scatter_ out of place, in the graph)."""
+        return self.clone().scatter_(dim, index, src, value=value)
+
     def nelement(self):
         """The number of elements (PyTorch's other name for numel)."""
         return self.numel()
