@@ -53,14 +53,14 @@ def _method_as_function(name):
     unique unsqueeze var""".split())  # fmt: skip
 
 
-def tril(input, diagonal=0):
-    """x with zeros above the diagonal `diagonal` (0 the main one, 1 the one above it): x.tril(diagonal)."""
-    return as_tensor(input).tril(diagonal)
+def tril(input, diagonal=None, *, k=None):
+    """x with zeros above the diagonal `diagonal` (0 the main one; numpy's k= too): x.tril(diagonal)."""
+    return as_tensor(input).tril(diagonal, k=k)
 
 
-def triu(input, diagonal=0):
-    """x with zeros below the diagonal `diagonal` (0 the main one, 1 the one above it): x.triu(diagonal)."""
-    return as_tensor(input).triu(diagonal)
+def triu(input, diagonal=None, *, k=None):
+    """x with zeros below the diagonal `diagonal` (0 the main one; numpy's k= too): x.triu(diagonal)."""
+    return as_tensor(input).triu(diagonal, k=k)
 
 
 def pow(input, exponent):
