@@ -10,7 +10,8 @@
     hook.evaluated(trainer, metrics)                 an evaluation's record, before it is logged
 
 The Trainer calls its hooks in order (trainer.hooks, a list you may add to). Its own:
-StopOnDivergence (divergence.py), Health (health.py), and AnomalyMode below.
+StopOnDivergence (divergence.py), Health (health.py), AnomalyMode below, and SharedCores
+(shared_cores.py: one BLAS thread while other work keeps the cores busy).
 """
 
 import contextlib

@@ -19,6 +19,7 @@ checkpoints, exact resume, Ctrl-C, metrics.jsonl. What watches the step attaches
     health.py       per block, the gradient's norm and the update's size; how often clipping fired
     hooks.py        the points where these attach; anomaly mode (detect_anomaly) is one
     plot.py         loss.png: the losses and the health, drawn when the run ends
+    shared_cores.py the products on one thread while other work keeps the cores busy
     distributed.py  over MPI (distributed=True, under `mpiexec -n N`), the step calls the model
                     through Distributed: each rank runs a shard of the batch, and loss.backward()
                     ends in one Allreduce summing the shards' gradients; the same step, on more
@@ -56,6 +57,7 @@ from gradflow.training.health import Health
 from gradflow.training.hooks import AnomalyMode, Hooks
 from gradflow.training.plot import plot_run
 from gradflow.training.progress import Progress
+from gradflow.training.shared_cores import SharedCores
 
 
 @dataclass
@@ -293,7 +295,7 @@ class Trainer:
         self.history = []  # one dict per evaluation
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.saved_step = None  # the step of the checkpoint on disk that this run wrote or resumed
-        self.hooks = Hooks([StopOnDivergence(), Health(), AnomalyMode()])  # what watches each step (hooks.py)
+        self.hooks = Hooks([StopOnDivergence(), Health(), AnomalyMode(), SharedCores()])  # watch each step (hooks.py)
         self.parallel = None  # over more than one rank, while fit() runs: the model as Distributed shares it out
         self._stop = False  # Ctrl-C asked this process to stop
 
