@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -235,6 +236,9 @@ def _ends_every_rank(comm):
             # written in two pieces (print's text, then its end) could take another rank's output between them
             sys.__stderr__.write(f"gradflow train: {said}\n")
             sys.__stderr__.flush()
+            # mpiexec's proxy forwards a rank's output while the rank lives, and Abort ends every rank at
+            # once: half a second lets the line through (without it, a full test run once lost it)
+            time.sleep(0.5)
         nowhere = os.open(os.devnull, os.O_WRONLY)
         os.dup2(nowhere, 2)  # MPI's own report of the abort would follow the line above
         comm.Abort(130 if interrupted else 1)
