@@ -389,6 +389,10 @@ OPTIMIZERS = {  # PyTorch's signatures, the switches that change the numbers amo
     ),
     "Adam amsgrad foreach": lambda lib, p: lib.optim.Adam(p, lr=0.1, amsgrad=True, foreach=False),
     "AdamW amsgrad fused maximize": lambda lib, p: lib.optim.AdamW(p, lr=0.1, amsgrad=True, fused=False, maximize=True),
+    "RMSprop": lambda lib, p: lib.optim.RMSprop(p, lr=0.01),
+    "RMSprop centered momentum decay": lambda lib, p: lib.optim.RMSprop(
+        p, lr=0.01, alpha=0.9, momentum=0.8, centered=True, weight_decay=0.01
+    ),
 }
 
 
