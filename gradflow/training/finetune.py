@@ -76,16 +76,23 @@ class FineTuner(Trainer):
         return batches(examples[:count], self.config.batch_size, self.pad_id, self.config.block_size)
 
 
-def load_adapter(model, path):
-    """Adapt `model` (the base model the adapters were trained on) as the checkpoint at path (or a loaded
-    Checkpoint) says, load the adapters, and return the Checkpoint. A checkpoint of a whole model is refused."""
-    ckpt = path if isinstance(path, Checkpoint) else load_checkpoint(path)
+def adapter_settings(ckpt):
+    """The LoRA settings (targets, r, alpha, dropout) a loaded Checkpoint holds, checked: a checkpoint
+    of a whole model, or settings of the wrong kind, are refused before any model is built."""
     settings = ckpt.meta.get("lora")
     if not isinstance(settings, dict) or set(settings) != {"targets", "r", "alpha", "dropout"}:
         raise CheckpointError(f"{ckpt.path} is not a LoRA adapter checkpoint (gradflow finetune writes those)")
     targets = settings["targets"]
     if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
         raise CheckpointError(f"checkpoint {ckpt.path}: lora.targets must be a list of layer names, got {targets!r}")
+    return settings
+
+
+def load_adapter(model, path):
+    """Adapt `model` (the base model the adapters were trained on) as the checkpoint at path (or a loaded
+    Checkpoint) says, load the adapters, and return the Checkpoint. A checkpoint of a whole model is refused."""
+    ckpt = path if isinstance(path, Checkpoint) else load_checkpoint(path)
+    settings = adapter_settings(ckpt)
     lora.apply(model, **settings)
     ckpt.restore(model, adapters=True)
     return ckpt
