@@ -161,6 +161,11 @@ def test_three_steps_are_three_steps_of_one_process(two_ranks):
         optimizer.step()
     for name, p in m.named_parameters():
         np.testing.assert_array_equal(two_ranks[0][f"weight/{name}"], two_ranks[1][f"weight/{name}"])
+        if name.endswith("k_proj.bias"):
+            # a key's bias adds q.b to a whole row of scores, which the softmax ignores: its gradient is
+            # 0 up to rounding (1e-12), which differs with the order of the sums, and Adam's step,
+            # about lr g / (|g| + eps) with eps 1e-8, makes that rounding weights of order 1e-5
+            continue
         np.testing.assert_allclose(two_ranks[0][f"weight/{name}"], p.data, rtol=1e-4, atol=1e-5)
 
 
