@@ -42,6 +42,7 @@ def test_smollm2s_context_is_its_files(monkeypatch, capsys):
     from gradflow.pretrained import GGUFFile, smollm2_path
 
     assert GGUFFile(smollm2_path()).metadata["llama.context_length"] == generate_command.SMOLLM2_CONTEXT == 8192
+    capsys.readouterr()  # on a fresh machine, what fetching the model said
     monkeypatch.setattr(generate_command, "SMOLLM2_CONTEXT", 4)  # 8,193 tokens would take SmolLM2 a minute
     argv = ["generate", "--model", "smollm2", "--prompt", "The capital of France is", "--max-new-tokens", "1"]
     assert main([*argv, "--temperature", "0"]) == 0
