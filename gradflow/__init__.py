@@ -7,9 +7,10 @@ y.backward()
 x.grad
 
 The package is layered; each folder may import only the ones listed before it:
-engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> fast (tuned kernels)
--> nn -> optim -> text, cuda, backends, utils -> pretrained -> training, inference -> tools -> exercises -> cli
-(the only one that imports gradflow.models). Start reading at engine/autograd.py.
+engine (Tensor, Function, the backward walk, engine/ops: the plain tier) -> optim -> fast (tuned
+kernels, for the ops and the optimizer's step) -> nn -> text, cuda, backends, utils -> pretrained
+-> training, inference -> tools -> exercises -> cli (the only one that imports gradflow.models).
+Start reading at engine/autograd.py.
 """
 
 import sys

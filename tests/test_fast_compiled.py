@@ -1,7 +1,7 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba, the `fast` extra) give the plain ops'
 numbers: LayerNorm and exact GELU in value and gradient on every gradcheck table row that runs them,
-in float64 and float32, and on the baby GPT's shapes. Without numba (or with GRADFLOW_NUMBA=0) the
-fast tier runs its numpy kernels, and importing gradflow never imports numba.
+in float64 and float32, and on the baby GPT's shapes; Adam's step to the last bit. Without numba (or
+with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing gradflow never imports numba.
 
 The tests that need numba skip where it is not installed, unless GRADFLOW_REQUIRE_NUMBA=1 (CI sets
 it), which makes that a failure.
@@ -19,8 +19,11 @@ import gradflow as gf
 from gradflow import fast
 from gradflow.engine import ops
 from gradflow.engine.autograd import topological_order
+from gradflow.engine.kernels import kernel
+from gradflow.fast import adam as fast_adam
 from gradflow.fast import compiled, compiled_norm, gelu_erf, norm
 from gradflow.nn import functional as F
+from gradflow.optim import adam as plain_adam
 from gradflow.tools.gradcheck_table import CASES
 
 COMPILED = (ops.LayerNorm, ops.GeluErf)  # the plain ops whose fast kernels run compiled loops
@@ -121,7 +124,66 @@ def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
         np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
 
 
+def _adam_arrays(rng, dtype, amsgrad, n=5000):
+    """p, g, m, v, v_max of one parameter after no step: random weights, zero moments."""
+    zeros = lambda: np.zeros(n, dtype)  # noqa: E731
+    return [rng.standard_normal(n).astype(dtype), zeros(), zeros(), zeros(), zeros() if amsgrad else None]
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adams_step_is_the_plain_steps_to_the_last_bit(loops, monkeypatch, dtype, amsgrad):
+    """Gradients from 1e-8 to 1e2, zeros, a NaN: ten steps, every array equal, bit for bit."""
+    rng = np.random.default_rng(5)
+    plain, fast_ = _adam_arrays(rng, dtype, amsgrad), _adam_arrays(rng, dtype, amsgrad)
+    fast_[0][:] = plain[0]
+    real_plain_step = plain_adam.adam_step
+    monkeypatch.setattr(plain_adam, "adam_step", None)  # the fast step must not fall back to it
+    for t in range(1, 11):
+        g = (rng.standard_normal(5000) * 10 ** rng.uniform(-8, 2, 5000)).astype(dtype)
+        g[:10], g[10] = 0, np.nan if t == 5 else 1
+        plain[1][:] = fast_[1][:] = g
+        real_plain_step(*plain, t, 3e-3, 0.9, 0.99, 1e-8)
+        fast_adam.adam_step(*fast_, t, 3e-3, 0.9, 0.99, 1e-8)
+        for a, b in zip(plain, fast_):
+            if a is not None:
+                np.testing.assert_array_equal(b, a)
+
+
+def test_adamw_trains_a_model_to_the_same_bits_in_both_tiers(loops):
+    weights = []
+    for tier in ("plain", "fast"):
+        gf.manual_seed(0)
+        model = gf.nn.Sequential(gf.nn.Linear(6, 16), gf.nn.GELU(), gf.nn.Linear(16, 3))
+        optimizer = gf.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+        x, y = gf.randn(8, 6), gf.tensor(np.arange(8) % 3)
+        with gf.use_kernels(tier):
+            for _ in range(5):
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+        weights.append([p.data.copy() for p in model.parameters()])
+    for plain, fast_ in zip(*weights):
+        np.testing.assert_array_equal(fast_, plain)
+    with gf.use_kernels("fast"):
+        assert kernel(plain_adam.adam_step) is fast_adam.adam_step  # so the fast tier ran the loop
+
+
+def test_what_adams_loop_does_not_take_runs_the_plain_step(loops, monkeypatch):
+    """A float16 parameter, a gradient of another kind, a strided gradient: the plain step runs."""
+    ran = []
+    monkeypatch.setattr(plain_adam, "adam_step", lambda *args: ran.append(args[0].dtype))
+    rng = np.random.default_rng(6)
+    p16, g16 = np.ones(4, np.float16), np.ones(4, np.float16)
+    fast_adam.adam_step(p16, g16, np.zeros_like(p16), np.zeros_like(p16), None, 1, 1e-3, 0.9, 0.99, 1e-8)
+    p, m, v = rng.standard_normal(4).astype(np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32)
+    fast_adam.adam_step(p, np.ones(4), m, v, None, 1, 1e-3, 0.9, 0.99, 1e-8)
+    fast_adam.adam_step(p, np.ones(8, np.float32)[::2], m, v, None, 1, 1e-3, 0.9, 0.99, 1e-8)
+    assert ran == [np.float16, np.float32, np.float32]
+
+
 def test_the_fast_tier_names_the_kernels_it_runs():
+    assert fast.REPLACES[plain_adam.adam_step] is fast_adam.adam_step
     assert fast.REPLACES[ops.LayerNorm] is compiled_norm.LayerNorm
     assert fast.REPLACES[ops.GeluErf] is gelu_erf.GeluErf
     assert issubclass(compiled_norm.LayerNorm, norm.LayerNorm)  # the numpy kernel where the loops cannot run

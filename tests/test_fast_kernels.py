@@ -45,7 +45,7 @@ def test_the_table_runs_every_fast_kernel():
     with gf.use_kernels("fast"):
         for case in CASES:
             used |= {type(node) for node in topological_order(case.fn(*case.inputs()).grad_fn)}
-    assert set(fast.REPLACES.values()) <= used
+    assert {k for k in fast.REPLACES.values() if isinstance(k, type)} <= used  # the ops' kernels (not Adam's step)
 
 
 def _heads(b, t, h, hs, rng):
@@ -163,10 +163,13 @@ def test_fast_attention_in_query_blocks_equals_plain(monkeypatch, tq, tk, padded
     _assert_same(fn, arrays, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("plain", fast.REPLACES, ids=lambda op: op.name)
+@pytest.mark.parametrize("plain", fast.REPLACES, ids=lambda op: getattr(op, "name", op.__name__))
 def test_a_fast_kernel_takes_its_plain_ops_arguments(plain):
     """Same arguments, same names and defaults: a call written for one tier runs in the other."""
     replacement = fast.REPLACES[plain]
+    if not isinstance(plain, type):  # a function (Adam's step)
+        assert inspect.signature(replacement) == inspect.signature(plain)
+        return
     assert inspect.signature(replacement.forward) == inspect.signature(plain.forward)
     assert replacement.name == plain.name
 

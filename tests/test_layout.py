@@ -1,7 +1,7 @@
 """The package's layers: each folder imports only the folders below it, and only the CLI imports the models.
 
 The order, lowest first (gradflow/__init__.py says the same in words):
-engine -> fast -> nn, optim, text, cuda, utils -> pretrained -> training, inference -> tools -> gradflow.models -> cli.
+engine -> optim -> fast -> nn, text, cuda, utils -> pretrained -> training, inference -> tools -> models -> cli.
 """
 
 import ast
@@ -13,9 +13,9 @@ import gradflow
 
 PACKAGE = Path(gradflow.__file__).parent
 MODELS = Path(__import__("gradflow.models", fromlist=["_"]).__file__).parent
-RANK = {"engine": 0, "fast": 1, "nn": 2, "optim": 2, "text": 2, "cuda": 2, "backends": 2, "utils": 2, "pretrained": 3}
-RANK |= {"training": 4, "inference": 4}
-RANK |= {"tools": 5, "exercises": 6, "models": 6, "cli": 7}
+RANK = {"engine": 0, "optim": 1, "fast": 2, "nn": 3, "text": 3, "cuda": 3, "backends": 3, "utils": 3, "pretrained": 4}
+RANK |= {"training": 5, "inference": 5}
+RANK |= {"tools": 6, "exercises": 7, "models": 7, "cli": 8}
 FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p != MODELS)
 
 

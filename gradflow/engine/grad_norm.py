@@ -33,7 +33,6 @@ def clip_grad_norm(parameters, max_norm, norm_type=2.0):
     total = grad_norm(parameters, norm_type)
     scale = max_norm / (total + 1e-6)
     if scale < 1:
-        for p in parameters:
-            if p.grad is not None:
-                p.grad.mul_(scale)
+        for g in (p.grad.in_place() for p in parameters if p.grad is not None):
+            g *= scale  # the array itself (a Tensor's mul_ would make the product, then copy it in)
     return total

@@ -36,7 +36,8 @@ _offered = {}  # plain op -> its fast kernel, as the fast tier offered them
 
 
 def kernel(op):
-    """The Function class that runs `op` (a plain op of gradflow.engine.ops) in the tier in use."""
+    """The Function class that runs `op` (a plain op of gradflow.engine.ops) in the tier in use; or,
+    for a plain function the fast tier also replaces (an optimizer's step), the function that runs it."""
     if _tier is None:
         _from_environment()
     return _offered.get(op, op) if _tier == "fast" else op

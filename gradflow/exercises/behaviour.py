@@ -109,22 +109,23 @@ def _uncorrected(start, grads, lr, betas, eps):
 
 
 def adam_update(piece, learner):
-    """Three steps of Adam, Adam with L2 decay and AdamW, each against gradflow's from the same start."""
+    """Three steps of Adam, Adam with L2 decay, AdamW and AMSGrad, each against gradflow's from the same start."""
     rng = np.random.default_rng(0)
     settings = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8)
-    runs = ((Adam, 0.0), (Adam, 0.1), (AdamW, 0.1))
-    for kind, decay in runs:
+    runs = ((Adam, 0.0, False), (Adam, 0.1, False), (AdamW, 0.1, False), (Adam, 0.0, True))
+    for kind, decay, amsgrad in runs:
         start = rng.standard_normal((3, 4))
-        grads = [rng.standard_normal((3, 4)) for _ in range(3)]
+        # shrinking gradients: v falls below its largest value so far, so AMSGrad's v_max counts in step 3
+        grads = [rng.standard_normal((3, 4)) * scale for scale in (10.0, 1.0, 0.01)]
         mine, ref = Parameter(start.copy()), Parameter(start.copy())
-        mine_opt, ref_opt = kind([mine], weight_decay=decay, **settings), kind([ref], weight_decay=decay, **settings)
+        mine_opt, ref_opt = (kind([q], weight_decay=decay, amsgrad=amsgrad, **settings) for q in (mine, ref))
         for t, g in enumerate(grads, 1):
             before = mine.data.copy()  # the same as ref's: every earlier step matched
             ref.grad, mine.grad = g.copy(), g.copy()
             ref_opt.step()
             with piece.replaced_by(learner):
                 mine_opt.step()
-            label = f"{kind.__name__}(lr=0.01, betas=(0.9, 0.99), weight_decay={decay}), step {t}"
+            label = f"{kind.__name__}(lr=0.01, betas=(0.9, 0.99), weight_decay={decay}, amsgrad={amsgrad}), step {t}"
             if np.array_equal(mine.data, before):
                 raise Failed(f"the parameter did not change at {label}.\n  hint: update p in place (p -= ...): "
                              "p = p - ... makes a new array that the parameter never sees", "inplace")  # fmt: skip

@@ -18,6 +18,7 @@ from gradflow.exercises.hints import FORWARD, HINTS
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
 from gradflow.nn.kv_cache import KVCache
+from gradflow.optim import adam
 from gradflow.optim.adam import Adam
 from gradflow.optim.schedule import WarmupCosine
 from gradflow.text import batches, bpe
@@ -244,9 +245,9 @@ EXERCISES = (
             "adam_update",
             None,
             "Adam's step",
-            Piece(Adam, "update"),
-            "Update the parameter's array p in place from its gradient g, keeping m, v and the step count in "
-            "`state` (empty at the first step). self.decoupled is True for AdamW.",
+            Piece(adam, "adam_step"),
+            "Update the parameter's array p in place from its gradient g, at step t (1 at the first step): the "
+            "running averages m and v in place too, and v_max, the largest v so far, when it is not None (AMSGrad).",
             behaviour.adam_update,
             (Adam,),
         ),

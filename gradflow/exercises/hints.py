@@ -198,7 +198,7 @@ HINTS = {
     ),
     "adam_update": (
         "Adam keeps running averages of g and g^2, corrects their start at zero, and steps by their ratio",
-        "state holds m, v (p's shape) and the step t; AdamW's weight decay shrinks p directly, Adam's adds to g",
+        "m and v (p's shape) start at 0 and change in place, as p does; with v_max, step by the larger of it and v",
         "m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)",
     ),
     "clip_grad_norm": (

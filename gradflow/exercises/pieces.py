@@ -1,7 +1,7 @@
 """A piece of gradflow an exercise hands to the learner: where it lives, its source, its stub, and the swap.
 
 A piece is one function of gradflow's own code: a Function's backward (ops.Mul.backward), a
-helper of the engine (autograd.unbroadcast), a method (Adam.update). Everything an exercise shows
+helper of the engine (autograd.unbroadcast), a method (KVCache.append). Everything an exercise shows
 is read from that code at the time it is shown, so an exercise cannot drift from the engine:
 
     solution   the piece's source, as gradflow runs it
@@ -46,7 +46,7 @@ class Piece:
 
     @property
     def qualname(self):
-        """How a reader calls it: Mul.backward, unbroadcast, Adam.update."""
+        """How a reader calls it: Mul.backward, unbroadcast, KVCache.append."""
         if self.label:
             return self.label
         return self.attribute if isinstance(self.owner, types.ModuleType) else f"{self.owner.__name__}.{self.attribute}"

@@ -14,9 +14,10 @@ shared large kernels among cores (never faster in a step on 2 cores). With numba
 form as one loop (on 2 cores, 6 times as slow as gelu.py on one: numba calls the C library's
 tanh element by element, 45 times as slow as numpy's vectorized tanh); Adam's update as one loop
 on every core (the step 1.03 times as long: for the baby GPT's 43 weights of at most 65,536
-values, waking the threads costs what the loop saves); LayerNorm's rows shared out among the
-cores (slower than one core at 768 rows of 128); the attention's softmax as a loop over rows
-(alone, its forward 1.3 times as fast as numpy's passes and its backward half as fast).
+values, waking the threads costs what the loop saves; on one core it pays: adam.py); LayerNorm's
+rows shared out among the cores (slower than one core at 768 rows of 128); the attention's softmax
+as a loop over rows (alone, its forward 1.3 times as fast as numpy's passes and its backward half
+as fast).
 With numba and Intel's SVML (vectorized tanh and exp; numba 0.61.2, intel-cmplr-lib-rt): GELU's
 tanh form as one loop, 2.3 times as fast as gelu.py alone (0.31 against 0.70 ms), made the step
 1.1 to 2.0% shorter (5 runs, in alternating rounds; two equal variants came out 0.4 to 2.1% apart);
@@ -28,9 +29,11 @@ LD_LIBRARY_PATH says so. Without SVML, a loop's tanh is 5 times as slow as gelu.
 """
 
 from gradflow.engine import ops
-from gradflow.fast import attention, compiled_norm, embedding, gelu, gelu_erf
+from gradflow.fast import adam, attention, compiled_norm, embedding, gelu, gelu_erf
+from gradflow.optim import adam as plain_adam
 
 REPLACES = {
+    plain_adam.adam_step: adam.adam_step,  # not an op: the optimizer's step, asked for by kernel() as the ops are
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,

@@ -16,6 +16,7 @@ take less time than waking the threads run on one core.
 import math
 
 import numba
+import numpy as np
 from numba import prange
 
 KINDS = ("f4", "f8")
@@ -23,8 +24,11 @@ KINDS = ("f4", "f8")
 
 def compiled(*signatures, parallel):
     """numba's njit for the given signatures (F: each kind of float), cached on disk; with
-    parallel=True its prange loop is shared out among numba's threads."""
-    return numba.njit([s.replace("F", kind) for s in signatures for kind in KINDS], parallel=parallel, cache=True)
+    parallel=True its prange loop is shared out among numba's threads. A division by zero gives
+    inf or NaN, as numpy's does (error_model="numpy"; Python's would raise, and test each divisor
+    first, which keeps the loops from being vectorized)."""
+    signatures = [s.replace("F", kind) for s in signatures for kind in KINDS]
+    return numba.njit(signatures, parallel=parallel, cache=True, error_model="numpy")
 
 
 @numba.njit(fastmath={"reassoc"})
@@ -81,3 +85,21 @@ def gelu_erf_forward(x, y, cdf):
     for i in prange(x.size):
         cdf[i] = (1 + math.erf(float(x[i]) / math.sqrt(2))) / 2
         y[i] = x[i] * cdf[i]
+
+
+@compiled("void(F[::1], F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F)", parallel=False)
+def adam_step(p, g, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, r, eps, s):
+    """Each element, in optim.adam.adam_step's order of operations (r = 1 / sqrt(1 - beta2^t),
+    s = lr / (1 - beta1^t), every constant rounded to p's kind as numpy rounds them):
+    m = m beta1 + g (1 - beta1),  v = v beta2 + (g g)(1 - beta2),  v_max = max(v_max, v) when v_max
+    is not empty (AMSGrad),  p = p - (m / (sqrt(v or v_max) r + eps)) s."""
+    amsgrad = v_max.size > 0
+    for i in range(p.size):
+        mi = m[i] * beta1 + g[i] * one_minus_beta1
+        vi = v[i] * beta2 + (g[i] * g[i]) * one_minus_beta2
+        m[i], v[i] = mi, vi
+        if amsgrad:
+            if v_max[i] > vi or v_max[i] != v_max[i]:  # np.maximum: the larger, or NaN if either is
+                vi = v_max[i]
+            v_max[i] = vi
+        p[i] -= (mi / (np.sqrt(vi) * r + eps)) * s

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from gradflow.engine.kernels import kernel
 from gradflow.optim.optimizer import Optimizer, check_positive, how_to_run
 
 
@@ -36,23 +37,33 @@ class Adam(Optimizer):
             g = g + wd * p
         if not state:
             state.update(step=0, m=np.zeros_like(p), v=np.zeros_like(p))
+        if group["amsgrad"] and "v_max" not in state:
+            state["v_max"] = np.zeros_like(p)  # v >= 0, so the first max(v_max, v) is v
         state["step"] += 1
-        t, m, v = state["step"], state["m"], state["v"]
-        scratch = np.empty_like(m)  # every pass below runs in place, in m, v, p or this one buffer
-        m *= beta1
-        m += np.multiply(g, 1 - beta1, out=scratch)  # m = beta1 m + (1 - beta1) g
-        v *= beta2
-        np.multiply(g, g, out=scratch)
-        scratch *= 1 - beta2
-        v += scratch  # v = beta2 v + (1 - beta2) g^2
-        if group["amsgrad"]:  # the largest v so far: a coordinate's step never grows back after a large gradient
-            v = state["v_max"] = np.maximum(state.get("v_max", v), v)
-        denom = np.sqrt(v, out=scratch)
-        denom *= 1 / math.sqrt(1 - beta2**t)
-        denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
-        step = np.divide(m, denom, out=scratch)
-        step *= lr / (1 - beta1**t)
-        p -= step  # lr m_hat / (sqrt(v_hat) + eps)
+        v_max = state["v_max"] if group["amsgrad"] else None
+        # the fast tier may run one compiled loop for it (gradflow/fast/adam.py): the same numbers
+        kernel(adam_step)(p, g, state["m"], state["v"], v_max, state["step"], lr, beta1, beta2, eps)
+
+
+def adam_step(p, g, m, v, v_max, t, lr, beta1, beta2, eps):
+    """Step t of Adam for one parameter, every array updated in place (m, v, p; v_max for AMSGrad, else None):
+    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,  v_max = max(v_max, v),
+    p = p - lr m_hat / (sqrt(v_hat) + eps),  with m_hat = m / (1 - beta1^t) and v_hat = v (or v_max) / (1 - beta2^t)."""
+    scratch = np.empty_like(m)  # every pass below runs in place, in m, v, p or this one buffer
+    m *= beta1
+    m += np.multiply(g, 1 - beta1, out=scratch)  # m = beta1 m + (1 - beta1) g
+    v *= beta2
+    np.multiply(g, g, out=scratch)
+    scratch *= 1 - beta2
+    v += scratch  # v = beta2 v + (1 - beta2) g^2
+    if v_max is not None:  # the largest v so far: a coordinate's step never grows back after a large gradient
+        v = np.maximum(v_max, v, out=v_max)
+    denom = np.sqrt(v, out=scratch)
+    denom *= 1 / math.sqrt(1 - beta2**t)
+    denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
+    step = np.divide(m, denom, out=scratch)
+    step *= lr / (1 - beta1**t)
+    p -= step  # lr m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):
