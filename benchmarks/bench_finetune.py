@@ -77,12 +77,16 @@ def run_gradflow(folder):
     return step
 
 
-def run_pytorch(folder):
-    """The same step in PyTorch: transformers' model of the same weights, peft's adapters."""
-    # this script's folder holds a kernels.py of gradflow's, which would hide the `kernels` package
-    # transformers imports
+def keep_benchmarks_off_path():
+    """Take this folder off sys.path before transformers is imported: its kernels.py (gradflow's)
+    would hide the `kernels` package transformers imports."""
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+
+
+def run_pytorch(folder):
+    """The same step in PyTorch: transformers' model of the same weights, peft's adapters."""
+    keep_benchmarks_off_path()
     import peft
     import torch
     import transformers
