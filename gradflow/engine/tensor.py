@@ -24,6 +24,7 @@ from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_
 from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.shape import Cast, Copy
+from gradflow.engine.printing import array_text, with_suffixes
 from gradflow.engine.saved import SavedMemory
 from gradflow.engine.tensor_torch import (
     PyTorchNames,
@@ -303,9 +304,9 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         return self.shape[0]
 
     def __repr__(self):
-        body = np.array2string(self._data, separator=", ", prefix="tensor(")
+        body = array_text(self._data, indent=len("tensor("))  # PyTorch's layout: 4 digits, one column width
         extras = []
-        if self.dtype != get_default_dtype():
+        if self.dtype not in (get_default_dtype(), np.int64, np.bool_):  # the dtypes PyTorch does not name
             extras.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name}>")
@@ -313,7 +314,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
             extras.append("requires_grad=True")
         if self.name:
             extras.append(f"name={self.name!r}")
-        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+        return with_suffixes(f"tensor({body}", extras, indent=len("tensor(")) + ")"
 
     # --- arithmetic: both sides, with broadcasting ---------------------------------------------
 
