@@ -134,12 +134,18 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         engine, folder, steps = args.child
         return child(engine, Path(folder), int(steps))
+    if args.prepare:
+        folder, steps = args.prepare
+        return make_batches(Path(folder), int(steps))
     folder = Path(tempfile.mkdtemp(prefix="bench_finetune_"))
-    make_batches(folder, args.steps)
+    # in a process of its own: a child started from this one would count this one's peak memory
+    # (the model loaded to write the folder) as its own (Linux keeps ru_maxrss across fork and exec)
+    subprocess.run([sys.executable, __file__, "--prepare", str(folder), str(args.steps)], check=True)
     one_thread = dict.fromkeys(["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"], "1")
     settings = [("default threads", {}), ("1 thread", one_thread)]
     results = {}
