@@ -3,8 +3,9 @@
 Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
 program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lecture's train_gpt2.py;
 makemore with its six models, and its lectures' bigram counts and backprop by hand; ng-video-lecture's
-gpt.py and bigram.py; "Build a Large Language Model (From Scratch)"; PyTorch's word language model
-example; the tutorials' hand-written SGD step. `program(name, lib)` reads its source and,
+gpt.py and bigram.py; minGPT's model, trainer and adder; "Build a Large Language Model (From
+Scratch)"; PyTorch's word language model example; the tutorials' hand-written SGD step. `program(name,
+lib)` reads its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
 
@@ -15,6 +16,7 @@ same tokens. The PyTorch half needs torch (pip install torch==2.13.0): skipped w
 when GRADFLOW_REQUIRE_TORCH=1 (CI sets it).
 """
 
+import json
 import os
 import re
 import sys
@@ -481,3 +483,73 @@ def test_makemore_bigram_matches_pytorch(torch, names_file):
     reference = torch.tensor(np.array(W.detach()), requires_grad=True)
     losses = ours.train(W, *ours.training_set())
     close(losses, theirs.train(reference, *theirs.training_set()), "the neural bigram's losses, step by step")
+
+
+# --- minGPT: a config tree, weight decay chosen by module type, a Trainer with callbacks, the adder ----
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")  # PyTorch's, no GPU
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_mingpt_runs_whole_and_learns(request, lib):
+    p = program("mingpt", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"))
+    losses, scores, top_score = p.main(["--trainer.max_iters=150", "--system.work_dir=out/adder"])
+    assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 0.5, losses[::10]
+    assert sorted(scores) == [0, 50, 100, 149] and top_score.item() > 0, scores
+    saved = p.torch.load(os.path.join("out", "adder", "model.pt"))
+    assert "lm_head.weight" in saved and "transformer.h.1.attn.bias" in saved
+    assert json.loads(Path("out/adder/config.json").read_text())["trainer"]["max_iters"] == 150
+
+
+def mingpt_built(p, ixes=None):
+    """The adder's datasets and a model without dropout, built by program p; the test split's
+    problems given (a torch.Generator draws other problems than gradflow's)."""
+    C = p.get_config()
+    C.model.embd_pdrop = C.model.resid_pdrop = C.model.attn_pdrop = 0.0
+    C.trainer.max_iters = 8
+    train_dataset, test_dataset = (p.AdditionDataset(C.data, split) for split in ("train", "test"))
+    if ixes is not None:
+        train_dataset.ixes, test_dataset.ixes = (p.torch.from_numpy(np.array(i)) for i in ixes)
+    C.model.vocab_size, C.model.block_size = train_dataset.get_vocab_size(), train_dataset.get_block_size()
+    return C, train_dataset, test_dataset, p.GPT(C.model)
+
+
+def test_mingpt_matches_pytorch(torch):
+    ours, theirs = program("mingpt", "gradflow"), program("mingpt", torch)
+    C, train_dataset, test_dataset, model = mingpt_built(ours)
+    _, reference_train, reference_test, reference = mingpt_built(theirs, (train_dataset.ixes, test_dataset.ixes))
+    load_into(reference, model, torch)
+    assert [np.array(t).tolist() for t in train_dataset[5]] == [t.tolist() for t in reference_train[5]]
+    groups = [[[tuple(q.shape) for q in g["params"]] for g in m.configure_optimizers(C.trainer).param_groups]
+              for m in (model, reference)]  # fmt: skip
+    assert groups[0] == groups[1] and len(groups[0][0]) == 2 * 4 + 1  # the Linear layers' weights only
+
+    batches, gradflow_loader = [], ours.DataLoader
+
+    def recording(*args, **kwargs):  # the trainer's shuffled batches, kept to be replayed
+        for batch in gradflow_loader(*args, **kwargs):
+            batches.append([np.array(t) for t in batch])
+            yield batch
+
+    def replaying(*args, **kwargs):
+        return [[torch.from_numpy(t) for t in batch] for batch in batches]
+
+    losses = []
+    for p, m, dataset, loader in (
+        (ours, model, train_dataset, recording),
+        (theirs, reference, reference_train, replaying),
+    ):
+        trainer, seen = p.Trainer(C.trainer, m, dataset), []
+        trainer.add_callback("on_batch_end", lambda t, seen=seen: seen.append(t.loss.item()))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(p, "DataLoader", loader)
+            trainer.run()
+        losses.append(seen)
+    assert len(losses[0]) == C.trainer.max_iters
+    close(losses[0], losses[1], "training losses, step by step")
+
+    score = ours.eval_split(model, test_dataset, C.data.ndigit)
+    assert score.item() == theirs.eval_split(reference, reference_test, C.data.ndigit).item()
+    prompt = np.array([[1, 2, 3, 4], [9, 9, 0, 5]])
+    for kwargs in ({}, {"do_sample": True, "top_k": 1}):  # top_k=1 leaves one token to draw
+        drawn = [m.generate(p.torch.from_numpy(prompt), 5, **kwargs) for p, m in ((ours, model), (theirs, reference))]
+        assert drawn[0].tolist() == drawn[1].tolist(), kwargs
