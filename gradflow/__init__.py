@@ -23,6 +23,14 @@ from gradflow.engine import autograd, kernels, ops
 from gradflow.engine.anomaly import AnomalyError, detect_anomaly
 from gradflow.engine.autograd import Function, enable_grad, is_grad_enabled, no_grad
 from gradflow.engine.creation import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
     arange,
     as_tensor,
     empty,
@@ -204,4 +212,7 @@ __all__ = [
     "get_num_threads", "index_select", "is_tensor", "isclose", "log10", "log1p", "log2", "masked_select", "mm",
     "normal", "prod", "reciprocal", "round", "set_grad_enabled", "set_num_threads", "sign", "square", "t", "tile",
     "unbind", "finfo", "iinfo", "int8", "int16", "uint8", "nonzero", "narrow",
+    # PyTorch's typed constructors: torch.LongTensor([[1, 2]]), torch.FloatTensor(2, 3)
+    "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor",
+    "ShortTensor",
 ]  # fmt: skip

@@ -3,9 +3,9 @@
 Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
 program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lecture's train_gpt2.py;
 makemore with its six models, and its lectures' bigram counts and backprop by hand; ng-video-lecture's
-gpt.py and bigram.py; minGPT's model, trainer and adder; "Build a Large Language Model (From
-Scratch)"; PyTorch's word language model example; the tutorials' hand-written SGD step. `program(name,
-lib)` reads its source and,
+gpt.py and bigram.py; minGPT's model, trainer and adder; "The Annotated Transformer"; "Build a Large
+Language Model (From Scratch)"; PyTorch's word language model example; the tutorials' hand-written SGD
+step. `program(name, lib)` reads its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
 
@@ -553,3 +553,53 @@ def test_mingpt_matches_pytorch(torch):
     for kwargs in ({}, {"do_sample": True, "top_k": 1}):  # top_k=1 leaves one token to draw
         drawn = [m.generate(p.torch.from_numpy(prompt), 5, **kwargs) for p, m in ((ours, model), (theirs, reference))]
         assert drawn[0].tolist() == drawn[1].tolist(), kwargs
+
+
+# --- The Annotated Transformer: an encoder-decoder copying sequences, label smoothing, warmup ---------
+
+
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_annotated_transformer_runs_whole_and_learns(request, lib):
+    p = program("annotated_transformer", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    (first_train, first_eval), (last_train, last_eval) = p.history[0], p.history[-1]
+    assert last_train < first_train - 0.3 and last_eval < first_eval - 0.3, p.history
+    assert p.copied.shape == (1, 10) and p.copied[0, 0].item() == 1 and p.copied.max().item() < p.V, p.copied
+
+
+def test_annotated_transformer_matches_pytorch(torch):
+    ours, theirs = program("annotated_transformer", "gradflow"), program("annotated_transformer", torch)
+    model, reference = ours.make_model(ours.V, ours.V, dropout=0.0), theirs.make_model(theirs.V, theirs.V, dropout=0.0)
+    load_into(reference, model, torch)
+    batches = list(ours.data_gen(ours.V, 8, 6))
+    reference_batches = [theirs.Batch(*[torch.from_numpy(np.array(b.src))] * 2, 0) for b in batches]
+    for b, rb in zip(batches, reference_batches):
+        np.testing.assert_array_equal(np.array(b.tgt_mask), rb.tgt_mask.numpy())
+        assert b.ntokens == rb.ntokens.item()
+
+    results = []
+    for p, m, bs in ((ours, model, batches), (theirs, reference, reference_batches)):
+        criterion = p.LabelSmoothing(p.V, padding_idx=0, smoothing=0.1)
+        optimizer, lr_scheduler = p.make_optimizer(m)
+        state, losses, rates = p.TrainState(), [], []
+        for batch in bs:  # one batch an epoch: the loss of every step
+            rates.append(optimizer.param_groups[0]["lr"])
+            loss, _ = p.run_epoch([batch], m, p.SimpleLossCompute(m.generator, criterion), optimizer, lr_scheduler,
+                                  train_state=state)  # fmt: skip
+            losses.append(float(loss))
+        m.eval()
+        loss, _ = p.run_epoch(bs[:2], m, p.SimpleLossCompute(m.generator, criterion), p.DummyOptimizer(),
+                              p.DummyScheduler(), mode="eval")  # fmt: skip
+        src = p.torch.LongTensor([[1, 3, 5, 7, 9, 2, 4, 6, 8, 10]])
+        copied = p.greedy_decode(m, src, p.torch.ones(1, 1, 10), max_len=10, start_symbol=1)
+        true_dist = np.array(criterion.true_dist.tolist())
+        results.append((losses, rates, float(loss), true_dist, int(state.tokens), copied.tolist()))
+    (losses, rates, loss, true_dist, tokens, copied), reference_results = results
+    close(losses, reference_results[0], "training losses, step by step")
+    close(rates, reference_results[1], "learning rates", rtol=1e-12)
+    close(loss, reference_results[2], "evaluation loss")
+    assert (true_dist == 0).all(axis=1).any()  # a padding target's row emptied by index_fill_
+    np.testing.assert_allclose(true_dist, reference_results[3], rtol=1e-6)
+    assert tokens == reference_results[4] and copied == reference_results[5]
+
+
+# --- Dive into Deep Learning: linear and softmax regression from scratch, then with nn and optim ------

@@ -318,6 +318,7 @@ def test_eye_tile_and_broadcast_to():
         (lambda: gf.ones(2, 3).masked_select(gf.ones(4) > 0), "masked_select"),
         (lambda: gf.ones(2).div(2, rounding_mode="round"), "div: rounding_mode must be"),
         (lambda: gf.ones(2).type("torch.HalfTensor"), "type: unknown tensor type 'torch.HalfTensor'"),
+        (lambda: gf.ones(2) & gf.tensor([True, False]), "&: needs bool or integer tensors, got float32 and bool"),
         (lambda: gf.set_num_threads(0), "set_num_threads: n must be a positive integer, got 0"),
         (lambda: gf.bernoulli(gf.tensor([0.5, 1.5])), "bernoulli: probabilities must lie in [0, 1]"),
         (lambda: gf.normal(0.0, -1.0, (2,)), "normal: std must be non-negative"),
@@ -335,10 +336,13 @@ def test_refusals_name_the_op_and_the_value(call, message):
 
 
 def _masks_and_writes(lib):
-    """Annotated-Transformer and word-language-model idioms: a byte mask, ~, mT, narrow, nonzero, finfo,
-    scatter_ (label smoothing), index_fill_, written as there."""
+    """Annotated-Transformer and word-language-model idioms: a byte mask, ~, & | ^, mT, narrow, nonzero,
+    finfo, scatter_ (label smoothing), index_fill_, the typed constructors, written as there."""
     keep = lib.triu(lib.ones(3, 3), diagonal=1).type(lib.uint8) == 0
     x = lib.arange(12.0).reshape(3, 4)
+    padding = (lib.LongTensor([[5, 7, 0]]) != 0).unsqueeze(-2)
+    both = keep.clone()
+    both &= padding[0]
     smooth = lib.zeros(3, 5)
     smooth.fill_(0.025)
     smooth.scatter_(1, lib.tensor([[1], [3], [0]]), 0.9)
@@ -347,6 +351,14 @@ def _masks_and_writes(lib):
     z.scatter_(0, lib.tensor([[0, 1, 2], [2, 0, 1]]), lib.arange(6.0).reshape(2, 3))
     return [
         (~keep).long(),
+        padding & keep.type_as(padding.data),
+        both,
+        keep | (x[:, :3] > 6),
+        True ^ keep,
+        lib.LongTensor([[4, 5]]) & 6,
+        lib.FloatTensor([[0, 0.2, 0.7]]),
+        lib.FloatTensor(2, 3).fill_(0.5),
+        x.type(lib.LongTensor),
         x.masked_fill(~keep[:, :3].repeat(1, 2)[:, :4], float(lib.finfo(lib.float32).min)),
         x.mT,
         x.narrow(1, 1, 2),
@@ -361,6 +373,13 @@ def test_masks_views_and_scatter_writes_match_pytorch():
     for ours, theirs in zip(_masks_and_writes(gf), _masks_and_writes(torch)):
         assert_array_equal(ours.data, theirs.numpy())
         assert ours.dtype == np.dtype(str(theirs.dtype).replace("torch.", ""))
+
+
+def test_typed_constructors_make_and_recognise_their_dtype():
+    assert gf.LongTensor([[1, 2]]).dtype == gf.int64 and gf.FloatTensor(2, 3).shape == (2, 3)
+    assert gf.LongTensor().shape == (0,) and gf.BoolTensor([1, 0]).tolist() == [True, False]
+    assert isinstance(gf.zeros(2, dtype=gf.long), gf.LongTensor) and not isinstance(gf.zeros(2), gf.LongTensor)
+    assert isinstance(gf.zeros(2), gf.FloatTensor) and gf.ones(2).type(gf.DoubleTensor).dtype == gf.float64
 
 
 def test_scatter_into_an_output_in_the_graph_is_recorded():

@@ -190,3 +190,28 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     on_cpu("randperm", device)
     dtype = int64 if dtype is None else as_dtype("randperm", dtype)
     return Tensor(draws_from(generator).permutation(n).astype(dtype), requires_grad)
+
+
+class TypedTensor(type):
+    """PyTorch's typed tensor constructors, torch.LongTensor and the like: `LongTensor([[1, 2]])` holds
+    that data in int64, `FloatTensor(2, 3)` is a (2, 3) float32 tensor to fill (zeros, as empty's), and
+    `isinstance(x, LongTensor)` asks for a tensor of that dtype, as in PyTorch."""
+
+    def __call__(cls, *data_or_shape, device=None):
+        on_cpu(cls.__name__, device)
+        if len(data_or_shape) == 1 and not isinstance(data_or_shape[0], (int, np.integer)):
+            return Tensor(data_or_shape[0], dtype=cls.dtype)
+        return empty(*(data_or_shape or (0,)), dtype=cls.dtype)
+
+    def __instancecheck__(cls, x):
+        return isinstance(x, Tensor) and x.dtype == cls.dtype
+
+
+def _typed(name, dtype):
+    return TypedTensor(name, (), {"dtype": np.dtype(dtype), "__module__": __name__})
+
+
+FloatTensor, DoubleTensor = _typed("FloatTensor", np.float32), _typed("DoubleTensor", np.float64)
+LongTensor, IntTensor = _typed("LongTensor", np.int64), _typed("IntTensor", np.int32)
+ShortTensor, CharTensor = _typed("ShortTensor", np.int16), _typed("CharTensor", np.int8)
+ByteTensor, BoolTensor = _typed("ByteTensor", np.uint8), _typed("BoolTensor", np.bool_)

@@ -107,6 +107,16 @@ class InPlace:
     def __itruediv__(self, other):
         return self._augmented("/=", lambda x: x / other, other)
 
+    # mask &= other, |=, ^=: in place too; masks are outside the graph, so nothing is recorded
+    def __iand__(self, other):
+        return self._update("&=", lambda x: x & other, other)
+
+    def __ior__(self, other):
+        return self._update("|=", lambda x: x | other, other)
+
+    def __ixor__(self, other):
+        return self._update("^=", lambda x: x ^ other, other)
+
     def _augmented(self, op, compute, other):
         """x op= other: in place, through _update and its version count, where PyTorch changes x in place
         without recording it (under no_grad, or where nothing requires grad). Where the graph being

@@ -387,6 +387,27 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def __ge__(self, other):
         return self._compare(np.greater_equal, other)
 
+    # --- & | ^ combine masks (the bits of integers), outside the graph, as comparisons are -------
+
+    def _bitwise(self, symbol, fn, other):
+        if not isinstance(other, (Tensor, np.ndarray, np.generic, numbers.Number, list, tuple)):
+            return NotImplemented
+        other = _lift(other, self)
+        if not {self.dtype.kind, other.dtype.kind} <= set("biu"):
+            raise TypeError(f"{symbol}: needs bool or integer tensors, got {self.dtype} and {other.dtype}")
+        return self._compare(fn, other)
+
+    def __and__(self, other):
+        return self._bitwise("&", np.bitwise_and, other)
+
+    def __or__(self, other):
+        return self._bitwise("|", np.bitwise_or, other)
+
+    def __xor__(self, other):
+        return self._bitwise("^", np.bitwise_xor, other)
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # each is symmetric
+
     # --- elementwise functions ------------------------------------------------------------------
 
     def neg(self):

@@ -669,7 +669,10 @@ class PyTorchNames:
     def type(self, dtype=None, non_blocking=False):
         """Without dtype, the tensor's type as a string: "gradflow.FloatTensor" where PyTorch says
         "torch.FloatTensor" (DoubleTensor, LongTensor, IntTensor, BoolTensor, ... likewise: TENSOR_TYPES).
-        With a dtype, or such a string under either prefix, this tensor in that dtype (see astype)."""
+        With a dtype, such a string under either prefix, or a typed constructor (gf.LongTensor), this
+        tensor in that dtype (see astype)."""
+        if isinstance(dtype, type) and hasattr(dtype, "dtype"):  # gf.LongTensor and the like: engine/creation.py
+            dtype = dtype.dtype
         if dtype is None:
             return f"gradflow.{TENSOR_TYPES.get(self.dtype, self.dtype.name)}"
         if isinstance(dtype, str):
