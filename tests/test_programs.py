@@ -5,7 +5,8 @@ program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lect
 makemore with its six models, and its lectures' bigram counts and backprop by hand; ng-video-lecture's
 gpt.py and bigram.py; minGPT's model, trainer and adder; "The Annotated Transformer"; "Build a Large
 Language Model (From Scratch)"; PyTorch's word language model example; the tutorials' hand-written SGD
-step. `program(name, lib)` reads its source and,
+step; "Dive into Deep Learning"'s linear and softmax regression from scratch. `program(name, lib)` reads
+its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
 
@@ -18,6 +19,7 @@ when GRADFLOW_REQUIRE_TORCH=1 (CI sets it).
 
 import json
 import os
+import random
 import re
 import sys
 import types
@@ -603,3 +605,52 @@ def test_annotated_transformer_matches_pytorch(torch):
 
 
 # --- Dive into Deep Learning: linear and softmax regression from scratch, then with nn and optim ------
+
+
+# d2l's float(l.sum()) of a loss that requires grad: PyTorch warns, and computes the number all the same
+D2L_FLOAT = "ignore:Converting a tensor with requires_grad=True to a scalar"
+
+
+@pytest.mark.filterwarnings(D2L_FLOAT)
+@pytest.mark.parametrize("lib", ["gradflow", "torch"])
+def test_d2l_scratch_runs_whole_and_learns(request, lib):
+    p = program("d2l_scratch", "gradflow" if lib == "gradflow" else request.getfixturevalue("torch"), True)
+    assert p.linreg_losses[-1] < 1e-3 < p.linreg_losses[0], p.linreg_losses
+    assert np.abs(np.ravel(p.w_hat.detach().tolist()) - [2, -3.4]).max() < 0.01
+    for history in (p.scratch, p.concise):
+        assert history[-1][0] < history[0][0] - 0.1 and history[-1][2] > 0.7, history
+    assert len(p.predictions) == 6 and all(set(pair) <= set(p.text_labels) for pair in p.predictions)
+
+
+@pytest.mark.filterwarnings(D2L_FLOAT)
+def test_d2l_scratch_matches_pytorch(torch):
+    ours, theirs = program("d2l_scratch", "gradflow"), program("d2l_scratch", torch)
+    features, labels = ours.synthetic_data(ours.torch.tensor([2, -3.4]), 4.2, 200)
+    w, b = ours.init_params()
+    reference = [torch.tensor(np.array(t.detach()), requires_grad=True) for t in (w, b)]
+    data = [torch.from_numpy(np.array(t)) for t in (features, labels)]
+    random.seed(1)  # data_iter's shuffle is Python's: the same minibatches on both
+    losses = ours.train_linreg(w, b, features, labels)
+    random.seed(1)
+    close(losses, theirs.train_linreg(*reference, *data), "linear regression's losses, epoch by epoch")
+    for ours_t, theirs_t, name in zip((w, b), reference, "wb"):
+        close(np.array(ours_t.detach()), theirs_t.detach().numpy(), name)
+
+    X, y = ours.synthetic_images(300)
+    theirs.W, theirs.b = (torch.tensor(np.array(t.detach()), requires_grad=True) for t in (ours.W, ours.b))
+    concise = [p.concise_net() for p in (ours, theirs)]
+    load_into(concise[1], concise[0], torch)
+    histories, predictions = [], []
+    for p, images, classes, net in (
+        (ours, X, y, concise[0]),
+        (theirs, torch.from_numpy(np.array(X)), torch.from_numpy(np.array(y)), concise[1]),
+    ):
+        train_iter = p.load_array((images[:240], classes[:240]), 32, is_train=False)  # in order: the same batches
+        test_iter = p.load_array((images[240:], classes[240:]), 32, is_train=False)
+        histories.append(p.train_ch3(p.net, train_iter, test_iter, p.cross_entropy, 3, p.updater))
+        predictions.append(p.predict_ch3(p.net, test_iter))
+        trainer = p.torch.optim.SGD(net.parameters(), lr=0.1)
+        histories.append(p.train_ch3(net, train_iter, test_iter, p.nn.CrossEntropyLoss(reduction="none"), 3, trainer))
+    close(histories[0], histories[2], "softmax regression from scratch: loss and accuracies, epoch by epoch")
+    close(histories[1], histories[3], "the concise model: loss and accuracies, epoch by epoch")
+    assert predictions[0] == predictions[1]
