@@ -195,6 +195,13 @@ def test_reading_copying_and_replacing_a_guarded_array_work():
     np.testing.assert_allclose(x.grad, np.ones((2, 4)) @ old)
 
 
+def test_a_tensor_method_asked_of_a_guarded_array_names_the_difference():
+    layer, x, loss = linear_loss()
+    with pytest.raises(AttributeError, match=r"x.data is the tensor's numpy array in gradflow .* x.detach\(\).clone"):
+        layer.weight.data.clone()  # PyTorch's x.data.clone()
+    assert not hasattr(layer.weight.data, "_no_such_thing") and np.array_equal(layer.weight.data.T.T, layer.weight.data)
+
+
 def test_nothing_is_guarded_under_no_grad():
     layer, x = nn.Linear(3, 4), gf.randn(2, 3, requires_grad=True)
     with gf.no_grad():

@@ -226,5 +226,16 @@ class SavedArray(np.ndarray):
     def copy(self, order="C"):
         return self.view(np.ndarray).copy(order)  # an ordinary array
 
+    def __getattr__(self, name):
+        """Reached only for a name numpy's arrays lack: most often a tensor method called on x.data, as
+        PyTorch programs do (The Annotated Transformer's `x.data.clone()`), where PyTorch's x.data is a
+        tensor. Said in one line, rather than as an attribute missing from a class the user never made."""
+        if name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(
+            f"x.data is the tensor's numpy array in gradflow (in PyTorch, a tensor), and arrays have no "
+            f"{name!r}: call it on the tensor itself, x.detach().{name}(...)"
+        )
+
 
 _WRITE_INTO_FIRST = {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}
