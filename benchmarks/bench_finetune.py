@@ -36,14 +36,18 @@ R, ALPHA, TARGETS, BATCH, LR = 8, 16, ("q_proj", "v_proj"), 8, 2e-3
 
 
 def make_batches(folder, steps):
-    """The batches both engines train on, and SmolLM2 written as a Hugging Face folder for PyTorch."""
+    """The batches both engines train on, SmolLM2 written as a Hugging Face folder for PyTorch, and
+    the adapters' initial A matrices, so that both engines start from the same weights."""
     from gradflow.models.hf import write_hf
     from gradflow.models.llama import smollm2_instruct
+    from gradflow.nn import lora
     from gradflow.text.chat_data import chat_example, pad
     from gradflow.text.tasks import TASKS
 
     model, tokenizer = smollm2_instruct()
     write_hf(folder, *model.to_hf())
+    lora.apply(model, TARGETS, r=R, alpha=ALPHA)  # B starts at zero in both engines; A is drawn here, once
+    np.savez(folder / "lora_A.npz", **{n: p.data for n, p in model.named_parameters() if n.endswith(".A")})
     conversations = TASKS["records"].conversations("train", BATCH * (steps + 1))
     examples = [chat_example(c["messages"], tokenizer) for c in conversations]
     pad_id = tokenizer.token_id["<|endoftext|>"]
@@ -56,6 +60,12 @@ def load_batches(folder):
         return [(f[f"x{i}"], f[f"y{i}"]) for i in range(len(f.files) // 2)]
 
 
+def initial_a(folder):
+    """The adapters' A matrices by gradflow's names (layers.3.attn.q_proj.A: (r, in))."""
+    with np.load(folder / "lora_A.npz") as f:
+        return {name: f[name] for name in f.files}
+
+
 def run_gradflow(folder):
     """One fine-tuning step, as a function of the batch (x, y) returning the loss."""
     from gradflow.models.llama import smollm2_instruct
@@ -64,6 +74,9 @@ def run_gradflow(folder):
 
     model, _ = smollm2_instruct()
     lora.apply(model, TARGETS, r=R, alpha=ALPHA)
+    params = dict(model.named_parameters())
+    for name, a in initial_a(folder).items():
+        params[name].data[...] = a
     model.train()
     optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.0)
 
@@ -94,6 +107,11 @@ def run_pytorch(folder):
     model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
     config = peft.LoraConfig(r=R, lora_alpha=ALPHA, target_modules=list(TARGETS), lora_dropout=0.0, bias="none")
     model = peft.get_peft_model(model, config)
+    layers = model.base_model.model.model.layers
+    with torch.no_grad():
+        for name, a in initial_a(folder).items():  # layers.{i}.attn.{q,v}_proj.A: lora_A's (r, in) weight
+            _, i, _, projection, _ = name.split(".")
+            getattr(layers[int(i)].self_attn, projection).lora_A["default"].weight.copy_(torch.from_numpy(a))
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.0)
 
@@ -169,8 +187,10 @@ def main():
         rate = [statistics.median(r["tokens_per_s"] for r in rs) for rs in (g, t)]
         peak = [statistics.median(r["peak_mb"] for r in rs) for rs in (g, t)]
         print(f"| {name} | {rate[0]:.0f} | {rate[1]:.0f} | {rate[0] / rate[1]:.2f} | {peak[0]:.0f} | {peak[1]:.0f} |")
-    first = results[(settings[0][0], "gradflow")][0]["losses"], results[(settings[0][0], "pytorch")][0]["losses"]
-    print(f"first losses, gradflow {first[0][:3]}, pytorch {first[1][:3]}")
+    ours, theirs = (np.array(results[(settings[0][0], engine)][0]["losses"]) for engine in ("gradflow", "pytorch"))
+    print(f"losses of the first round's {len(ours)} steps, from the same weights and batches: gradflow "
+          f"{np.round(ours, 4).tolist()}, pytorch {np.round(theirs, 4).tolist()}, "
+          f"largest relative difference {np.max(np.abs(ours - theirs) / np.abs(theirs)):.1e}")  # fmt: skip
 
 
 if __name__ == "__main__":
