@@ -13,8 +13,9 @@ and are timed alike:
                of one token against the KV cache, fed by this loop (not transformers' generate())
     uncached   --uncached-tokens greedy steps that each re-run the whole sequence so far (slow)
 
-Printed per figure: gradflow's, transformers' and gradflow / transformers (tokens/s is one over
-the median step; a ratio above 1 means gradflow's prefill takes longer, or that it decodes faster).
+Printed per figure, each a speed in tokens/s: gradflow's, transformers' and gradflow / transformers
+(above 1, gradflow is faster; prefill is the prompt's tokens over its median time, decoding one
+over the median step).
 Then how many of the greedy tokens agree (float32 rounding differs between the engines, so they
 may part late), gradflow's load time (reading the GGUF, dequantizing), and each engine's peak
 memory (its process's maximum resident set, the 540 MB of weights included).
@@ -192,7 +193,7 @@ def report(results, args):
     cached = f"context {p + 1} to {p + args.new_tokens - 1}"  # the step's token and those in the cache
     uncached = f"context {p} to {p + args.uncached_tokens - 1}"
     rows = [  # (what, its figure in one round's result, format)
-        (f"prefill of {p} tokens, ms", lambda r: 1000 * r["prefill_s"], ".0f"),
+        (f"prefill of {p} tokens, tokens/s", lambda r: p / r["prefill_s"], ".0f"),
         (f"decode with the KV cache, tokens/s ({cached})", lambda r: 1 / r["cached_s"], ".1f"),
         (f"decode without the cache, tokens/s ({uncached})", lambda r: 1 / r["uncached_s"], ".1f"),
     ]
