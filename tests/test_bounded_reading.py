@@ -20,7 +20,7 @@ from test_safe_runs import error_line, rewrite
 
 import gradflow as gf
 from gradflow import nn
-from gradflow.cli import main
+from gradflow.cli import build, main
 from gradflow.cli.build import SMOLLM2
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.hf import write_hf
@@ -167,7 +167,11 @@ def test_a_malformed_optimizer_or_text_field_is_one_line(checkpoint, capsys, cha
     assert error_line(capsys).startswith(f"gradflow train: checkpoint {checkpoint}: {message}")
 
 
-def test_lora_targets_of_another_kind_are_one_line(tmp_path, capsys):
+def test_lora_targets_of_another_kind_are_one_line(tmp_path, capsys, monkeypatch):
+    def no_model():
+        raise AssertionError("the base model was loaded (or fetched) before the adapter was checked")
+
+    monkeypatch.setattr(build, "smollm2_instruct", no_model)
     adapter = tmp_path / "adapter"
     save_checkpoint(adapter / "ckpt.npz", nn.Linear(2, 2), meta={"base": SMOLLM2, "lora": LORA | {"targets": 5}})
     assert main(["generate", "--model", "smollm2", "--adapter", str(adapter), "--max-new-tokens", "1"]) == 2
