@@ -1,6 +1,6 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba, the `fast` extra) give the plain ops'
-numbers: LayerNorm and exact GELU in value and gradient on every gradcheck table row that runs them,
-in float64 and float32, and on the baby GPT's shapes; Adam's step to the last bit. Without numba (or
+numbers: LayerNorm, exact GELU and attention's softmax in value and gradient on every gradcheck table
+row that runs them, in float64 and float32, and on the models' shapes; Adam's step to the last bit. Without numba (or
 with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing gradflow never imports numba.
 
 The tests that need numba skip where it is not installed, unless GRADFLOW_REQUIRE_NUMBA=1 (CI sets
@@ -26,7 +26,7 @@ from gradflow.nn import functional as F
 from gradflow.optim import adam as plain_adam
 from gradflow.tools.gradcheck_table import CASES
 
-COMPILED = (ops.LayerNorm, ops.GeluErf)  # the plain ops whose fast kernels run compiled loops
+COMPILED = (ops.LayerNorm, ops.GeluErf, ops.ScaledDotProductAttention)  # the plain ops whose fast kernels run loops
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,41 @@ def _model_shapes():
             [3 + rng.standard_normal((4, 7, 33)), rng.standard_normal(33), rng.standard_normal(33)],
         ),
         "gelu exact (12, 64, 512)": (F.gelu, [rng.standard_normal((12, 64, 512)) * 2]),
+        **_attention_shapes(rng),
+    }
+
+
+def _heads(b, t, h, hs, rng):
+    """(B, h, T, hs) as the models make them: a transposed view of (B, T, h * hs)."""
+    return rng.standard_normal((b, t, h, hs)).transpose(0, 2, 1, 3)
+
+
+def _attention_shapes(rng):
+    """Attention as the models run it, and each way its loop masks: causal (the loop's own mask) in one
+    block of queries and in several, decoding (fewer queries than keys), more queries than keys (the
+    first see none), a padding mask and a float bias (masks in the bias), a row of -inf biases."""
+    causal = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True)  # noqa: E731
+    row_at_minus_inf = np.zeros((4, 6))
+    row_at_minus_inf[2] = -np.inf
+    return {
+        "attention causal (12, 4, 64, 32)": (causal, [_heads(12, 64, 4, 32, rng) for _ in range(3)]),
+        "attention causal, 300 positions": (causal, [_heads(1, 300, 2, 16, rng) for _ in range(3)]),
+        "attention decoding, 3 queries over 10 keys": (
+            causal,
+            [rng.standard_normal((2, 3, 3, 8)), rng.standard_normal((2, 3, 10, 8)), rng.standard_normal((2, 3, 10, 8))],
+        ),
+        "attention causal, more queries than keys": (
+            causal,
+            [rng.standard_normal((2, 9, 8)), rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 4, 8))],
+        ),
+        "attention padding mask": (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=gf.nn.padding_mask([5, 3], 5), causal=True),
+            [_heads(2, 5, 2, 8, rng) for _ in range(3)],
+        ),
+        "attention float bias with a row at -inf": (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=gf.tensor(row_at_minus_inf)),
+            [rng.standard_normal((3, 4, 8)), rng.standard_normal((3, 6, 8)), rng.standard_normal((3, 6, 8))],
+        ),
     }
 
 
@@ -99,6 +134,54 @@ MODEL_SHAPES = _model_shapes()
 def test_compiled_kernels_equal_plain_on_the_models_shapes(loops, name, dtype):
     fn, arrays = MODEL_SHAPES[name]
     _assert_same(fn, [a.astype(dtype) for a in arrays], dtype)
+
+
+@pytest.mark.parametrize("name", [name for name in MODEL_SHAPES if name.startswith("attention")])
+def test_attentions_numpy_passes_equal_plain_beside_the_loops(loops, name):
+    """The fast attention without the loops (numpy's passes, its scores stored keys-outermost) gives
+    the plain op's numbers too, in this same process."""
+    fn, arrays = MODEL_SHAPES[name]
+    with compiled.numpy_only():
+        _assert_same(fn, [a.astype(np.float32) for a in arrays], np.float32)
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float64])
+def test_the_loops_exp_is_numpys_to_an_ulp_or_three(loops, kind):
+    """exp_of_nonpositive against numpy's exp: its range, -inf, zero and NaN; below the smallest
+    normal number it gives 0 where numpy gives a subnormal."""
+    import numba
+
+    exp = loops.EXP["f4" if kind == np.float32 else "f8"]
+
+    @numba.njit
+    def every(x, out):
+        for i in range(x.size):
+            out[i] = exp(x[i])
+
+    rng = np.random.default_rng(4)
+    smallest = np.log(np.finfo(kind).tiny)
+    edges = [0, -0.0, smallest, -np.inf, np.nan]
+    x = np.concatenate([rng.uniform(smallest, 0, 100_000), rng.uniform(-1, 0, 1000), edges]).astype(kind)
+    y = np.empty_like(x)
+    every(x, y)
+    expected = np.exp(x)
+    bits = np.int32 if kind == np.float32 else np.int64
+    ulps = np.abs(y[:-2].view(bits) - expected[:-2].view(bits))
+    assert ulps.max() <= (3 if kind == np.float32 else 1)
+    assert y[-2] == 0 and np.isnan(y[-1])
+    assert y[-5] == y[-4] == 1
+
+
+def test_a_nan_score_gives_nan_weights_in_its_row_only(loops):
+    """As the plain op: max, exp and the sum all carry the NaN of one score, in that query's row alone."""
+    q, k, v = (np.random.default_rng(5).standard_normal((1, 3, 4)) for _ in range(3))
+    q[0, 1, 0] = np.nan
+    outs = []
+    for tier in ("plain", "fast"):
+        with gf.use_kernels(tier):
+            outs.append(F.scaled_dot_product_attention(gf.tensor(q), gf.tensor(k), gf.tensor(v), causal=True).data)
+    assert np.isnan(outs[1][0, 1]).all() and not np.isnan(outs[1][0, [0, 2]]).any()
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-12)
 
 
 def test_exact_gelu_is_the_plain_ops_to_the_last_bit(loops):

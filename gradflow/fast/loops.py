@@ -9,6 +9,9 @@ The loops are the plain ops' formulas element by element, in the same order of o
 one freedom taken is in the sums along a row (total, total_of_product): they may add in any
 order ("reassoc", so that they vectorize; numpy's own sums add pairwise, in another order
 again), so each value is the plain op's up to the rounding of its sums. No other fastmath.
+Where a loop needs exp (attention's softmax), it computes its own (exp_of_nonpositive), to within
+an ulp or three of numpy's: numba would call the C library's exp once per element, which keeps
+the loop from being vectorized.
 A loop with parallel=True shares its elements out among numba's threads (prange); those that
 take less time than waking the threads run on one core.
 """
@@ -18,6 +21,7 @@ import math
 import numba
 import numpy as np
 from numba import prange
+from numba.extending import overload
 
 KINDS = ("f4", "f8")
 
@@ -76,6 +80,109 @@ def layer_norm_backward(g, xhat, r, w, dx):
         gh_mean, ghx_mean = total(dx[i]) / d, total_of_product(dx[i], xhat[i]) / d
         for j in range(d):
             dx[i, j] = r[i] * (dx[i, j] - gh_mean - xhat[i, j] * ghx_mean)
+
+
+def exp_of_nonpositive(kind):
+    """exp(x) for x <= 0 (or NaN), as a polynomial that vectorizes, for floats of one kind.
+
+    numba calls the C library's exp once per element (numba has no vector exp since 0.61), which
+    keeps a loop from being vectorized. Here, as in the C library: x = k ln 2 + r with k an integer
+    (the nearest to x / ln 2, by adding and subtracting 1.5 2^p, p the kind's mantissa bits) and
+    |r| <= ln 2 / 2, so exp(x) = 2^k exp(r): exp(r) is its Taylor series (to r^7 in float32, r^13 in
+    float64: the next term is below half an ulp), 2^k is read from a table. ln 2 is split in two
+    (LN2[kind]: a short high part, so that k ln2_hi is exact, and the rest), so r keeps every bit.
+    Below the smallest normal exp (the table's end) the result is 0; exp(-inf) = 0, NaN stays NaN.
+    Within 2 ulps of numpy's exp in float32, 1 in float64.
+    """
+    f = np.dtype(kind).type
+    ln2_hi, ln2_lo = (f(c) for c in LN2[kind])
+    log2e, magic = f(1 / math.log(2)), f(1.5 * 2.0 ** np.finfo(kind).nmant)
+    degree = 7 if kind == "f4" else 13
+    taylor = tuple(f(1 / math.factorial(n)) for n in range(degree + 1))
+    k_min = np.finfo(kind).minexp  # 2^k_min: the smallest normal number
+    pow2 = np.ldexp(f(1), np.arange(k_min, 1)).astype(kind)  # 2^k for k = k_min .. 0
+    low = f(k_min * math.log(2))
+
+    @numba.njit(inline="always", error_model="numpy")
+    def exp(x):
+        if not x >= low:  # below the table (0), or NaN (itself)
+            return f(0) if x < low else x
+        k = (x * log2e + magic) - magic  # the integer nearest to x / ln 2
+        r = (x - k * ln2_hi) - k * ln2_lo
+        p = taylor[degree]
+        for n in range(degree - 1, -1, -1):
+            p = p * r + taylor[n]
+        return p * pow2[int(k) - k_min]
+
+    return exp
+
+
+LN2 = {"f4": (0.693359375, -2.12194440e-4), "f8": (6.93147180369123816490e-01, 1.90821492927058770002e-10)}
+EXP = {kind: exp_of_nonpositive(kind) for kind in KINDS}
+
+
+def exp_for(x):
+    """exp_of_nonpositive of x's kind, chosen as numba compiles (overload below)."""
+
+
+@overload(exp_for, inline="always")
+def _exp_for(x):
+    exp = EXP["f4"] if x == numba.float32 else EXP["f8"]
+    return lambda x: exp(x)
+
+
+@compiled("void(F[:, :, ::1], F, i8)", parallel=False)
+def attention_softmax(s, scale, shift):
+    """Attention's weights, in place of its scores: s[n, j, i] is matrix n's score of key j for query i
+    (each matrix stored keys-first, so that every pass below runs along the queries and vectorizes).
+    Query i sees key j when j <= i + shift (shift >= the number of keys: every key). For each query,
+    over the keys it sees:  x = s * scale,  a = exp(x - max x) / sum exp(x - max x);  a = 0 for the
+    others. As fast.attention.softmax_weights's numpy passes, in the same order; a query that sees no
+    key gets zeros.
+    """
+    matrices, keys, queries = s.shape
+    m, total = np.empty(queries, s.dtype), np.empty(queries, s.dtype)
+    for n in range(matrices):
+        m[:] = -np.inf
+        for j in range(keys):
+            x, m_seen = s[n, j, max(0, j - shift) :], m[max(0, j - shift) :]  # the queries that see key j
+            for i in range(x.size):
+                x[i] *= scale
+                if x[i] > m_seen[i] or x[i] != x[i]:  # max, and NaN if any is, as np.max
+                    m_seen[i] = x[i]
+        for i in range(queries):
+            if m[i] == -np.inf:  # no key seen, or all at -inf: subtract 0 (-inf - -inf would be NaN)
+                m[i] = 0
+        total[:] = 0
+        for j in range(keys):
+            first = min(max(0, j - shift), queries)
+            s[n, j, :first] = 0
+            x, m_seen, total_seen = s[n, j, first:], m[first:], total[first:]
+            for i in range(x.size):
+                x[i] = exp_for(x[i] - m_seen[i])
+                total_seen[i] += x[i]
+        for i in range(queries):
+            total[i] = 1 / total[i] if total[i] > 0 else 1
+        for j in range(keys):
+            for i in range(queries):
+                s[n, j, i] *= total[i]
+
+
+@compiled("void(F[:, :, ::1], F[:, :, ::1], F)", parallel=False)
+def attention_softmax_backward(d, a, scale):
+    """In place, laid out as attention_softmax's s: d holds dA and becomes dS * scale, where for each
+    query  dS = A * (dA - sum over keys of dA * A)  (the softmax's backward; fast.attention's numpy
+    passes, in the same order)."""
+    matrices, keys, queries = d.shape
+    t = np.empty(queries, d.dtype)
+    for n in range(matrices):
+        t[:] = 0
+        for j in range(keys):
+            for i in range(queries):
+                t[i] += d[n, j, i] * a[n, j, i]
+        for j in range(keys):
+            for i in range(queries):
+                d[n, j, i] = ((d[n, j, i] - t[i]) * a[n, j, i]) * scale
 
 
 @compiled("void(F[::1], F[::1], F[::1])", parallel=True)
