@@ -1,5 +1,5 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba, the `fast` extra) give the plain ops'
-numbers: LayerNorm, exact GELU and attention's softmax in value and gradient on every gradcheck table
+numbers: LayerNorm, both GELUs and attention's softmax in value and gradient on every gradcheck table
 row that runs them, in float64 and float32, and on the models' shapes; Adam's step to the last bit. Without numba (or
 with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing gradflow never imports numba.
 
@@ -20,13 +20,19 @@ from gradflow import fast
 from gradflow.engine import ops
 from gradflow.engine.autograd import topological_order
 from gradflow.engine.kernels import kernel
+from gradflow.engine.ops.elementwise import GELU_A, GELU_C
 from gradflow.fast import adam as fast_adam
 from gradflow.fast import compiled, compiled_norm, gelu_erf, norm
 from gradflow.nn import functional as F
 from gradflow.optim import adam as plain_adam
 from gradflow.tools.gradcheck_table import CASES
 
-COMPILED = (ops.LayerNorm, ops.GeluErf, ops.ScaledDotProductAttention)  # the plain ops whose fast kernels run loops
+COMPILED = (
+    ops.LayerNorm,
+    ops.Gelu,
+    ops.GeluErf,
+    ops.ScaledDotProductAttention,
+)  # plain ops whose fast kernels run loops
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +176,37 @@ def test_the_loops_exp_is_numpys_to_an_ulp_or_three(loops, kind):
     assert ulps.max() <= (3 if kind == np.float32 else 1)
     assert y[-2] == 0 and np.isnan(y[-1])
     assert y[-5] == y[-4] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelus_loop_equals_plain_to_the_plain_ops_own_rounding(loops, dtype):
+    """On the baby GPT's activations (12, 64, 512), spread wide. The plain op computes h = (1 + tanh(u))
+    / 2, which loses digits where tanh(u) is near -1 (x below about -3: an error of up to a few ulps
+    of 1, times |x|, in y); the loop's h = e / (1 + e) keeps them, as long double shows."""
+    x = np.random.default_rng(6).standard_normal((12, 64, 512)) * 4
+    gelu = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
+    plain, fast_ = _run("plain", gelu, [x.astype(dtype)]), _run("fast", gelu, [x.astype(dtype)])
+    eps = np.finfo(dtype).eps
+    for p, f in zip(plain, fast_):
+        np.testing.assert_allclose(f, p, rtol=8 * eps, atol=8 * eps * np.abs(x).max())
+    if dtype == np.float64:
+        xl = x.astype(np.longdouble)
+        u = np.longdouble(GELU_C) * (xl + np.longdouble(GELU_A) * xl**3)
+        exact = xl / (1 + np.exp(-2 * u))  # y's relative error can be |2u| ulps: u's own rounding, exponentiated
+        assert (np.abs(fast_[0] - exact) <= 4 * eps * (1 + np.abs(2 * u)) * np.abs(exact)).all()
+
+
+def test_gelus_loop_at_the_ends_of_the_floats(loops):
+    """Where exp(-2|u|) is 0 or u overflows: y = x for large x, -0 for large negative x, inf at inf
+    and NaN at -inf (x times a weight of 0) and at NaN, as the plain op; the gradients too (a zero
+    gradient's sign aside)."""
+    x = np.array([-np.inf, -1e30, -1e4, -30.0, -0.0, 0.0, 30.0, 1e4, 1e30, np.inf, np.nan], np.float32)
+    gelu = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
+    with np.errstate(all="ignore"):
+        plain, fast_ = _run("plain", gelu, [x]), _run("fast", gelu, [x])
+    for p, f in zip(plain, fast_):
+        np.testing.assert_allclose(f, p, rtol=1e-6, atol=1e-30)
+    assert (np.signbit(fast_[0]) == np.signbit(plain[0]))[~np.isnan(x)].all()  # -0 stays -0
 
 
 def test_a_nan_score_gives_nan_weights_in_its_row_only(loops):

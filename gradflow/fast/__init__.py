@@ -11,8 +11,9 @@ A kernel stays here only if it pays in a whole training step. Measured and remov
 products made 2-D, now the plain op's own form (one product of the stacked rows); RMSNorm with
 einsum row sums (the baby GPT has no RMSNorm, so no step showed it paying); a thread pool that
 shared large kernels among cores (never faster in a step on 2 cores). With numba: GELU's tanh
-form as one loop (on 2 cores, 6 times as slow as gelu.py on one: numba calls the C library's
-tanh element by element, 45 times as slow as numpy's vectorized tanh); Adam's update as one loop
+form as one loop calling the C library's tanh (on 2 cores, 6 times as slow as gelu.py's numpy
+passes on one: 45 times as slow as numpy's vectorized tanh, element by element; the loop kept
+computes its own exp, which vectorizes); Adam's update as one loop
 on every core (the step 1.03 times as long: for the baby GPT's 43 weights of at most 65,536
 values, waking the threads costs what the loop saves; on one core it pays: adam.py); LayerNorm's
 rows shared out among the cores (slower than one core at 768 rows of 128); the attention's softmax
@@ -25,7 +26,8 @@ the softmax loops of attention and cross-entropy, 1.6 and 3.6 times as fast alon
 another 0.8 ms. Two threads were no faster than one on any of them. Not kept: numba 0.62 and
 later have no SVML (their LLVM has no SVML patch) and numpy 2.3 and later need them; the library
 has wheels for Linux on x86-64 and Windows only; and pip puts it where numba does not look unless
-LD_LIBRARY_PATH says so. Without SVML, a loop's tanh is 5 times as slow as gelu.py (numba 0.68).
+LD_LIBRARY_PATH says so. Without SVML, a loop's tanh is 5 times as slow as gelu.py (numba 0.68);
+the loops' own exp (loops.exp_of_nonpositive) replaces it.
 """
 
 from gradflow.engine import ops
