@@ -16,6 +16,12 @@ imports it, and then, once for the process:
   processes at once on 2 cores, each running the baby GPT's step and an exact GELU, were 13 times
   slower than one alone with OpenMP's layer, 5 times with workqueue, most of that BLAS's). A
   layer chosen with NUMBA_THREADING_LAYER, or a count with NUMBA_NUM_THREADS, stays as chosen.
+  The loops that run during a training step use one thread (parallel=False): benchmarks/threads.py
+  measures why. A workqueue launch takes about 0.1 ms, as long as a pass over the baby GPT's
+  largest activations on one core; OpenMP's takes microseconds, but right after a product
+  OpenBLAS's threads are still spinning (they wait about 0.1 s for the next one) and a loop on
+  two OpenMP threads then takes 3.8 ms instead of 0.03. Cutting OpenBLAS's spin short enough for
+  the loops (OPENBLAS_THREAD_TIMEOUT, read once as numpy loads) makes the step 1.06 times as long.
 - compilation: the loops compile for float32 and float64 as they are imported, and numba keeps
   them on disk (cache=True: beside loops.py, or in the user's cache directory when the package
   is installed read-only, or NUMBA_CACHE_DIR), so only the first run compiles; the seconds it
