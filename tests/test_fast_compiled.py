@@ -14,6 +14,7 @@ from importlib.metadata import version
 
 import numpy as np
 import pytest
+from test_fast_kernels import _heads  # heads as the models make them: transposed views
 
 import gradflow as gf
 from gradflow import fast
@@ -96,11 +97,6 @@ def _model_shapes():
         "gelu exact (12, 64, 512)": (F.gelu, [rng.standard_normal((12, 64, 512)) * 2]),
         **_attention_shapes(rng),
     }
-
-
-def _heads(b, t, h, hs, rng):
-    """(B, h, T, hs) as the models make them: a transposed view of (B, T, h * hs)."""
-    return rng.standard_normal((b, t, h, hs)).transpose(0, 2, 1, 3)
 
 
 def _attention_shapes(rng):
