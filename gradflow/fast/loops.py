@@ -71,12 +71,19 @@ def layer_norm_forward(x, w, b, eps, y, xhat, r):
             y[i, j] = xhat[i, j] * w[j] + b[j]
 
 
-@compiled("void(F[:, ::1], F[:, ::1], F[::1], F[::1], F[:, ::1])", parallel=False)
-def layer_norm_backward(g, xhat, r, w, dx):
+@compiled("void(F[:, ::1], F[:, ::1], F[::1], F[::1], F[:, ::1], f8[::1], f8[::1])", parallel=False)
+def layer_norm_backward(g, xhat, r, w, dx, dw, db):
     """Each row i, with gh = g_i w:  dx_i = r_i (gh - mean(gh) - xhat_i mean(gh xhat_i))
-    (ops.LayerNorm's backward for x; dw and db are sums over rows, left to numpy)."""
+    (ops.LayerNorm's backward for x), and over the rows  dw = sum_i g_i xhat_i,  db = sum_i g_i,
+    added up in float64 while each row is at hand (dw, db empty: not wanted)."""
     n, d = g.shape
     for i in range(n):
+        if dw.size:
+            for j in range(d):
+                dw[j] += g[i, j] * xhat[i, j]
+        if db.size:
+            for j in range(d):
+                db[j] += g[i, j]
         for j in range(d):
             dx[i, j] = g[i, j] * w[j]  # gh, then dx in the same row
         gh_mean, ghx_mean = total(dx[i]) / d, total_of_product(dx[i], xhat[i]) / d
