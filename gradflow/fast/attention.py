@@ -16,10 +16,10 @@ What changes, and why:
   transposed view of (B, T, n_heads * hs), and transposing back to (B, T, d) is then a view.
 
 Measured (benchmarks/kernels.py, float32, default threads, 2 cores): forward and backward of the
-baby GPT's causal attention, (12, 4, 64, 32), take 0.77 ms with the loops, 0.98 with numpy's passes
-and 1.38 with the plain op; a whole training step at context 64 is 1.14 times as long with the
+baby GPT's causal attention, (12, 4, 64, 32), take 0.70 ms with the loops, 0.93 with numpy's passes
+and 1.31 with the plain op; a whole training step at context 64 is 1.14 times as long with the
 plain op, and 1.03 to 1.04 times as long with numpy's passes instead of the loops (alternating
-runs). Earlier, with one BLAS thread and no loops: at context 256 the step was 1.16 to 1.18 times
+runs, before the loops' exp built 2^k from its bits). Earlier, with one BLAS thread and no loops: at context 256 the step was 1.16 to 1.18 times
 as long with the plain op, and 1.09 times as long with this kernel in one block of queries.
 """
 
