@@ -20,7 +20,7 @@ import numpy as np
 from gradflow.fast import compiled
 from gradflow.optim import adam
 
-NO_V_MAX = {np.dtype(kind): np.empty(0, kind) for kind in (np.float32, np.float64)}  # v_max when AMSGrad is off
+NO_V_MAX = {np.dtype(kind): np.empty(0, kind) for kind in compiled.KINDS}  # v_max when AMSGrad is off
 
 
 def adam_step(p, g, m, v, v_max, t, lr, beta1, beta2, eps):

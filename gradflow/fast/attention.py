@@ -19,8 +19,9 @@ Measured (benchmarks/kernels.py, float32, default threads, 2 cores): forward and
 baby GPT's causal attention, (12, 4, 64, 32), take 0.70 ms with the loops, 0.93 with numpy's passes
 and 1.31 with the plain op; a whole training step at context 64 is 1.14 times as long with the
 plain op, and 1.03 to 1.04 times as long with numpy's passes instead of the loops (alternating
-runs, before the loops' exp built 2^k from its bits). Earlier, with one BLAS thread and no loops: at context 256 the step was 1.16 to 1.18 times
-as long with the plain op, and 1.09 times as long with this kernel in one block of queries.
+runs, before the loops' exp built 2^k from its bits). Earlier, with one BLAS thread and no loops:
+at context 256 the step was 1.16 to 1.18 times as long with the plain op, and 1.09 times as long
+with this kernel in one block of queries.
 """
 
 import math
@@ -100,12 +101,6 @@ def softmax_weights(q, k, bias, scale, out, loops, shift):
     return out
 
 
-def compiled_loops(q, k):
-    """gradflow.fast.loops when they are loaded and take scores of q k^T's kind, else None."""
-    loops = compiled.loops()
-    return loops if loops is not None and np.result_type(q, k) in (np.float32, np.float64) else None
-
-
 QUERY_BLOCK = 128  # causal attention runs on blocks of this many queries (see query_blocks)
 
 
@@ -154,10 +149,11 @@ class ScaledDotProductAttention(Function):
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         # q, k and v viewed over one batch shape, so that every product and slice below lines up
         q, k, v = (a if a.shape[:-2] == batch else np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
-        loops = compiled_loops(q, k)
+        kind = np.result_type(q, k)
+        loops = compiled.loops_for(kind)
         loop_masks = causal and allowed is None and bias is None and loops is not None  # a causal mask alone:
         # the compiled loop applies it, skipping the keys it hides; any other goes into the bias
-        kind, outermost = np.result_type(q, k), loops is None
+        outermost = loops is None
         bias = score_bias(allowed_keys(allowed, causal and not loop_masks, tq, tk), bias, tq, tk, kind, outermost)
         blocks = query_blocks(tq, tk, causal)
         attn = [keys_first(batch + (r.stop - r.start, keys.stop), q, k, outermost=outermost) for r, keys in blocks]

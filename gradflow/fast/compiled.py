@@ -33,6 +33,8 @@ import importlib.util
 import os
 import time
 
+import numpy as np
+
 from gradflow.engine.kernels import kernels_in_use
 from gradflow.engine.threads import blas_threads
 
@@ -50,6 +52,14 @@ def loops():
     if _loops is None and _why_not is None:
         _load()
     return None if _numpy_only else _loops
+
+
+KINDS = (np.float32, np.float64)  # the floats the loops are compiled for
+
+
+def loops_for(kind):
+    """loops() when they take arrays of this kind of float (KINDS), else None."""
+    return loops() if kind in KINDS else None
 
 
 @contextlib.contextmanager

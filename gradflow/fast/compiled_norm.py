@@ -26,7 +26,7 @@ from gradflow.fast import compiled, norm
 def fits(x, *params):
     """True when the loops take these arrays: x of float32 or float64 with a last axis of D > 0,
     and each parameter None or a (D,) array of x's dtype."""
-    if x.dtype not in (np.float32, np.float64) or x.ndim == 0 or x.size == 0:
+    if x.dtype not in compiled.KINDS or x.ndim == 0 or x.size == 0:
         return False
     return all(p is None or (p.dtype == x.dtype and p.shape == x.shape[-1:]) for p in params)
 
@@ -57,7 +57,7 @@ class LayerNorm(norm.LayerNorm):
         g = np.ascontiguousarray(grad).reshape(-1, d)
         dx = np.empty_like(g)
         ones_or_w = np.ones(d, g.dtype) if w is None else w
-        dw, db = (np.zeros(d if needed else 0) for needed in ctx.needs_input_grad[1:3])  # float64 sums
+        want_dw, want_db = ctx.needs_input_grad[1:3]
+        dw, db = np.zeros(d if want_dw else 0), np.zeros(d if want_db else 0)  # float64 sums; empty: not wanted
         compiled.loops().layer_norm_backward(g, xhat.reshape(-1, d), r.reshape(-1), ones_or_w, dx, dw, db)
-        dw, db = (s.astype(g.dtype) if needed else None for s, needed in zip((dw, db), ctx.needs_input_grad[1:3]))
-        return dx.reshape(grad.shape), dw, db
+        return dx.reshape(grad.shape), dw.astype(g.dtype) if want_dw else None, db.astype(g.dtype) if want_db else None

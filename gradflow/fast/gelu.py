@@ -31,8 +31,8 @@ class Gelu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        loops = compiled.loops()
-        if loops is not None and x.dtype in (np.float32, np.float64):  # the lines below as one loop
+        loops = compiled.loops_for(x.dtype)
+        if loops is not None:  # the lines below as one loop
             flat = np.ascontiguousarray(x).reshape(-1)
             y, dydx = np.empty_like(flat), np.empty_like(flat) if ctx.recording else np.empty(0, flat.dtype)
             loops.gelu_forward(flat, y, dydx)

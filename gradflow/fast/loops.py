@@ -161,7 +161,7 @@ def attention_softmax(s, scale, shift):
     key gets zeros.
     """
     matrices, keys, queries = s.shape
-    m, total = np.empty(queries, s.dtype), np.empty(queries, s.dtype)
+    m, total, one = np.empty(queries, s.dtype), np.empty(queries, s.dtype), s.dtype.type(1)
     for n in range(matrices):
         m[:] = -np.inf
         for j in range(keys):
@@ -182,7 +182,7 @@ def attention_softmax(s, scale, shift):
                 x[i] = exp_for(x[i] - m_seen[i])
                 total_seen[i] += x[i]
         for i in range(queries):
-            total[i] = 1 / total[i] if total[i] > 0 else 1
+            total[i] = one / total[i] if total[i] > 0 else one  # 1 / sum, in s's kind
         for j in range(keys):
             for i in range(queries):
                 s[n, j, i] *= total[i]
