@@ -72,7 +72,6 @@ def checked(exercise, fn, seed):
 def _child(exercise, source, phases, seed, conn):
     """In the variant's own process: each phase's answer sent as soon as it is known."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-    warnings.simplefilter("ignore")  # a variant's overflows and NaNs are its answer, not news
     fn = compiled(exercise.piece, source)
     for phase in phases:
         conn.send(differs(exercise, fn, seed) if phase == "oracle" else checked(exercise, fn, seed))
@@ -182,10 +181,14 @@ def _rate(counts):
 def report(outcomes_by_exercise, args, seconds):
     """The whole result: how it was run, the table, every survivor with the difference the oracle saw,
     the checks that crashed, and the variants judged equivalent (to audit the oracle)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    git = ["git", "-C", str(Path(__file__).parent)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run([*git, "status", "--porcelain", "--", "../gradflow"], capture_output=True, text=True)
+    commit += " with uncommitted changes under gradflow/" if changed.stdout.strip() else ""
     lines = [
         f"# mutation testing of the exercises' checks: {datetime.date.today()}, commit {commit or '?'}",
-        f"# seed {args.seed}, limit {args.limit or 'none'} variants per exercise, {args.jobs} jobs, {seconds / 60:.1f} min",
+        f"# seed {args.seed}, at most {args.limit or 'all'} variants per exercise, {args.jobs} jobs, "
+        f"{seconds / 60:.1f} min",
         "",
         table(outcomes_by_exercise),
         "",
@@ -235,6 +238,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     threadpool_limits(1)  # the jobs are the parallelism; a BLAS thread pool per job would fight them
+    warnings.simplefilter("ignore")  # the overflows and NaNs of random inputs and variants are answers, not news
     chosen = [BY_NAME[n] for n in args.exercise] if args.exercise else list(EXERCISES)
     started = time.monotonic()
     tasks, outcomes = [], {}
@@ -273,8 +277,8 @@ def _progress(outcomes, total, started):
         minutes = (time.monotonic() - started) / 60
         if done[outcome.exercise] == len(outcomes[outcome.exercise]):
             counts = _counts(outcomes[outcome.exercise])
-            print(f"[{count[0]}/{total}, {minutes:.1f} min] {outcome.exercise}: {counts[2]} non-equivalent, "
-                  f"{counts[3]} killed, {counts[4]} survived ({_rate(counts)})", file=sys.stderr, flush=True)  # fmt: skip
+            said = f"{counts[2]} non-equivalent, {counts[3]} killed, {counts[4]} survived ({_rate(counts)})"
+            print(f"[{count[0]}/{total}, {minutes:.1f} min] {outcome.exercise}: {said}", file=sys.stderr, flush=True)
         elif count[0] % 100 == 0:
             print(f"[{count[0]}/{total}, {minutes:.1f} min]", file=sys.stderr, flush=True)
 
