@@ -49,7 +49,8 @@ def _ops_in(root):
 
 
 def _grads(loss, *values):
-    """d loss(*values) / d value for each value: leaves that want their gradient, then backward."""
+    """d loss(*values) / d value for each value: fresh leaves that want their gradient, then backward (a
+    notebook tensor that `loss` reads must come detached, or the learner's own .grad would change)."""
     leaves = [gf.tensor(np.asarray(getattr(v, "data", v), dtype=np.float64), requires_grad=True) for v in values]
     loss(*leaves).backward()
     return [leaf.grad for leaf in leaves]
@@ -57,7 +58,7 @@ def _grads(loss, *values):
 
 def _sgd_step(loss_fn, x, w, b, lr):
     """θ - lr dL/dθ for θ = w, b."""
-    gw, gb = _grads(lambda w, b: loss_fn(x, w, b), w, b)
+    gw, gb = _grads(lambda w, b: loss_fn(x.detach(), w, b), w, b)  # detached: the notebook's x keeps its .grad
     return w - lr * float(gw), b - lr * float(gb)
 
 
@@ -135,11 +136,13 @@ def _kv_cache_bytes(layers, kv_heads, head_size, positions, itemsize, batch=1):
 
 
 def _causal_reach(block, x, position):
-    """The positions whose output moves when the input at `position` does."""
+    """The positions whose output moves when the input at `position` does. The input moves by a random
+    vector: adding one number to every feature would vanish in the LayerNorm, leaving rounding alone to
+    reach the later positions."""
     changed = x.data.copy()
-    changed[:, position] += 1.0
+    changed[:, position] += np.random.default_rng(0).standard_normal(changed.shape[-1])
     with gf.no_grad():
-        moved = np.abs(block(gf.tensor(changed)).data - block(x).data).max(axis=(0, 2)) > 0
+        moved = np.abs(block(gf.tensor(changed)).data - block(x).data).max(axis=(0, 2)) > 1e-9
     return set(np.flatnonzero(moved).tolist())
 
 
@@ -155,6 +158,10 @@ def _last_input(model, ids, position):
 
 EXERCISES = {
     # 00: a scalar engine
+    "00.demo": Exercise(  # notebook 00's first cell shows check on it: a right answer, then a blank
+        lambda a, b: a + b,
+        ("add the two numbers given as a and b", "the answer is a single number", "the sum a + b of the two data"),
+    ),
     "00.partial_x": Exercise(
         lambda x, y: 2 * x * y,
         (
@@ -276,7 +283,7 @@ EXERCISES = {
         ("n_mul = 2",),
     ),
     "01.numerical_grad": Exercise(
-        lambda loss_fn, x, w, b: float(_grads(lambda b: loss_fn(x, w, b), b)[0]),
+        lambda loss_fn, x, w, b: float(_grads(lambda b: loss_fn(x.detach(), w.detach(), b), b)[0]),
         (
             "gradflow already estimates gradients by finite differences: gf.numerical_grad",
             "it returns one gradient per input, in the order you pass the inputs",
