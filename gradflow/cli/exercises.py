@@ -15,16 +15,19 @@
 is enough.
 """
 
+import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gradflow.cli.build import build_model
 from gradflow.engine.kernels import use_kernels
 from gradflow.engine.rng import manual_seed
-from gradflow.exercises import EXERCISES, TRACKS, Failed, find, report, workspace
+from gradflow.exercises import EXERCISES, TRACKS, Failed, find, isolation, report, workspace
 from gradflow.inference.generate import generate
 from gradflow.text import CharTokenizer, default_corpus, split
 from gradflow.training.trainer import TrainConfig, Trainer, read_metrics
@@ -58,16 +61,23 @@ def run_check(args):
     args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
-    results = [(e, *workspace.check(e, args.dir)) for e in chosen]
-    records = [report.record(*result, workspace.hints_taken(result[0], args.dir)) for result in results]
+    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:  # a process each
+        verdicts = list(pool.map(lambda e: workspace.grade(e, args.dir, args.seed, args.timeout), chosen))
+    for e, verdict in zip(chosen, verdicts):
+        if (Path(args.dir) / workspace.file_name(e)).exists():
+            workspace.remember(e, args.dir, verdict.ok)
+    results = [(e, v.ok, v.said) for e, v in zip(chosen, verdicts)]
+    records = [report.record(e, v, workspace.hints_taken(e, args.dir)) for e, v in zip(chosen, verdicts)]
     if args.junit:
         Path(args.junit).write_text(report.as_junit(records))
     passed = sum(r["score"] for r in records)
     if args.format == "json":
         print(report.as_json(records, args.dir))
         return 0 if passed == len(chosen) else 1
-    for e, ok, said in results:
+    for (e, ok, said), verdict in zip(results, verdicts):
         number = f"{EXERCISES.index(e) + 1:2d} "
+        if args.name and verdict.printed:
+            print(f"{number}{e.name}: your code printed:\n{textwrap.indent(verdict.printed.rstrip(), '   | ')}")
         if ok:
             print(f"{number}{e.name}: pass ({said})")
             if args.name:
@@ -76,6 +86,7 @@ def run_check(args):
             print(f"{number}{e.name}: {said}")
         else:
             print(f"{number}{e.name}: not yet\n{textwrap.indent(str(said), '   ')}")
+            print(f"   (inputs drawn from seed {verdict.seed}: --seed {verdict.seed} draws them again)")
             taken = workspace.hints_taken(e, args.dir)
             if args.name and said.kind != "todo" and taken < len(e.hints):
                 print(f"   stuck? gradflow exercises hint {e.name} (hint {taken + 1} of {len(e.hints)})")
@@ -126,7 +137,7 @@ def run_train(args):
     args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     needed = workspace.capstone_exercises()
-    failing = [e for e in needed if not workspace.check(e, args.dir)[0]]
+    failing = [e for e in needed if not workspace.check(e, args.dir).ok]
     if failing:
         raise ValueError(
             f"train: {len(failing)} of the {len(needed)} exercises a training run is made of do not pass yet "
@@ -219,6 +230,20 @@ def _draw_losses(path, runs):
     return path
 
 
+def _seed(text):
+    value = int(text)
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"a seed is from 0 to 2^31 - 1, got {text}")
+    return value
+
+
+def _seconds(text):
+    value = float(text)
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"seconds from more than 0 to 3600, got {text}")
+    return value
+
+
 def add_command(sub):
     exercises = sub.add_parser(
         "exercises",
@@ -242,6 +267,13 @@ def add_command(sub):
         help="json: one record per exercise (status, score, message)",
     )
     checked.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML (for a course's CI)")
+    checked.add_argument("--seed", type=_seed, help="draw the inputs from this seed (default: a fresh one each run)")
+    checked.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=isolation.TIMEOUT,
+        help=f"seconds per exercise (default {isolation.TIMEOUT:g})",
+    )
     checked.set_defaults(run=run_check)
     hint = actions.add_parser("hint", help="the next hint for one exercise: the idea, the shape, the formula")
     hint.add_argument("name")

@@ -47,7 +47,7 @@ def _chain():
     return x.sum()
 
 
-def topological_order(piece, learner):
+def topological_order(piece, learner, seed=0):
     """Every node once, the root's first, each before the nodes that made its inputs; then backward runs
     on the learner's order over a few rows of the gradcheck table."""
     for build in (_diamond, _no_bias, _chain):
@@ -108,7 +108,7 @@ def _uncorrected(start, grads, lr, betas, eps):
     return p
 
 
-def adam_update(piece, learner):
+def adam_update(piece, learner, seed=0):
     """Three steps of Adam, Adam with L2 decay, AdamW and AMSGrad, each against gradflow's from the same start."""
     rng = np.random.default_rng(0)
     settings = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8)
@@ -142,7 +142,7 @@ def adam_update(piece, learner):
     return f"3 steps of each of {len(runs)} optimizers"
 
 
-def clip_grad_norm(piece, learner):
+def clip_grad_norm(piece, learner, seed=0):
     """Clipped and unclipped, the 2-norm, the 1-norm and the largest element, a parameter without a gradient."""
     rng = np.random.default_rng(1)
     calls = ((1.0, 2.0), (100.0, 2.0), (0.5, float("inf")), (2.0, 1.0))
@@ -167,7 +167,7 @@ def clip_grad_norm(piece, learner):
     return f"{len(calls)} calls"
 
 
-def warmup_cosine(piece, learner):
+def warmup_cosine(piece, learner, seed=0):
     """The learning rate at every step of three schedules, and past their end."""
     schedules = (WarmupCosine(1e-3, 10, 100, 1e-4), WarmupCosine(6e-4, 0, 50), WarmupCosine(1.0, 5, 5, 0.1))
     for s in schedules:
@@ -181,7 +181,7 @@ def warmup_cosine(piece, learner):
     return f"{len(schedules)} schedules, every step"
 
 
-def get_batch(piece, learner):
+def get_batch(piece, learner, seed=0):
     """Windows of the ids and the same windows one on; with the same seed, gradflow's very batches."""
     ids = np.arange(100, 300)  # ids unlike their positions, so a window of positions shows
     for batch_size, block_size, seed in ((4, 8, 0), (3, 1, 1), (2, 199, 2)):
@@ -214,7 +214,7 @@ def get_batch(piece, learner):
 _TEXT = "the cat sat on the mat; the cats sat. aaaa aaa bb bbb " * 3
 
 
-def merge_pair(piece, learner):
+def merge_pair(piece, learner, seed=0):
     """Hand-made calls (runs of one id, a pair across a chunk's start), then a whole training run."""
     wrapped = compared_function(piece, learner, outputs=("the new ids", "kept"))
     calls = (
@@ -234,7 +234,7 @@ def merge_pair(piece, learner):
     return f"{len(calls)} calls and a training run of {len(ours.merges)} merges"
 
 
-def merge_chunk(piece, learner):
+def merge_chunk(piece, learner, seed=0):
     """Encoding text with a trained tokenizer: every chunk, compared with gradflow's merges."""
     tok = BPETokenizer.train(_TEXT, 280)
     wrapped = compared_function(piece, learner)
@@ -248,7 +248,7 @@ def merge_chunk(piece, learner):
 # --- sampling ----------------------------------------------------------------------------------------
 
 
-def filter_probs(piece, learner):
+def filter_probs(piece, learner, seed=0):
     """Temperature, top-k, top-p and their mix, greedy, and ties."""
     wrapped = compared_function(piece, learner)
     logits = np.random.default_rng(2).standard_normal(10) * 2
@@ -260,7 +260,7 @@ def filter_probs(piece, learner):
     return f"{len(calls) + 1} calls"
 
 
-def kv_cache_append(piece, learner):
+def kv_cache_append(piece, learner, seed=0):
     """Appending step by step (past the first buffer's 16 places), with and without gradients, and a whole
     attention layer decoding token by token with the cache against the same layer over the whole sequence."""
     rng = np.random.default_rng(3)

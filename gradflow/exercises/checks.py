@@ -12,6 +12,7 @@ learner's piece inside: a 1-layer GPT built from gradflow.nn, in float64.
 """
 
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,9 +30,16 @@ from gradflow.nn.module import Module
 from gradflow.nn.positional import LearnedPositionalEncoding
 from gradflow.tools.gradcheck_table import CASES
 
+# seal.py's events: a call of the learner's function begins; did the learner's code change what it must not?
+BEFORE, VERIFY = "gradflow.exercises.before", "gradflow.exercises.verify"
+
 
 class Learner:
-    """The learner's function, called so that an error inside it becomes their own line (diagnose.Failed)."""
+    """The learner's function, called so that an error inside it becomes their own line (diagnose.Failed).
+
+    After each call it asks the grading process's seal (seal.py) whether the call changed anything it
+    must not; outside a grading process nobody listens and the question costs nothing.
+    """
 
     def __init__(self, fn, path, who):
         self.fn, self.path, self.who = fn, path, who
@@ -39,12 +47,15 @@ class Learner:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
+        sys.audit(BEFORE)
         try:
             return self.fn(*args, **kwargs)
         except Failed:
             raise
         except Exception as error:  # anything their code raised: shown as their line, not as gradflow's
             raise learner_error(error, self.path, self.who) from None
+        finally:
+            sys.audit(VERIFY)
 
 
 def compared_backward(piece, learner, mistakes=()):
@@ -210,7 +221,7 @@ class OnTable:
     extra: tuple = ()
     mistakes: tuple = ()
 
-    def __call__(self, piece, learner):
+    def __call__(self, piece, learner, seed=0):
         wrapped = (
             compared_backward(piece, learner, self.mistakes)
             if piece.attribute == "backward"

@@ -224,10 +224,14 @@ def sizes_of(*shapes):
     return sorted(sizes)
 
 
+def still_todo(who, path):
+    return Failed(f"still TODO: write the body of {who} in {Path(path).name}", "todo")
+
+
 def learner_error(error, path, who):
     """Failed for an exception from the learner's code: their line and the error, a hint if we know one."""
     if isinstance(error, NotImplementedError) and "TODO" in str(error):
-        return Failed(f"still TODO: write the body of {who} in {Path(path).name}", "todo")
+        return still_todo(who, path)
     frames = [f for f in traceback.extract_tb(error.__traceback__) if _same_file(f.filename, path)]
     where = f" at line {frames[-1].lineno} of {Path(path).name}:\n    {frames[-1].line}" if frames else ""
     message = f"your {who} raised {type(error).__name__}{where}\n  {type(error).__name__}: {error}"

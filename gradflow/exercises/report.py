@@ -1,7 +1,11 @@
 """A workspace's results as a course grades them: one record per exercise, as JSON or as JUnit XML.
 
     {"number": 2, "name": "mul_backward", "track": "autograd basics",
-     "status": "pass" | "fail" | "todo" | "error", "score": 1 | 0, "message": "...", "hints": 0 to 3}
+     "status": "pass" | "fail" | "todo" | "error", "score": 1 | 0, "message": "...", "seed": 1234,
+     "hints": 0 to 3}
+
+"seed" draws the exercise's inputs again (`check NAME --seed 1234`); "hints" counts the levels `hint`
+gave, kept in the learner's own workspace: self-reported, as a course should read it.
 
 "todo" is a file still as `start` wrote it; "error" is a file that is missing, does not parse or
 raises, so that a workspace with a file deleted can never pass. JUnit XML (one <testcase> per
@@ -18,18 +22,28 @@ from gradflow.exercises.catalog import EXERCISES
 _STATUS = {"todo": "todo", "missing": "error", "error": "error"}  # a Failed's kind -> status; the rest: fail
 
 
-def record(exercise, ok, said, hints=0):
-    """One exercise's result: `ok` and `said` as workspace.check returns them, `hints` the levels taken."""
-    status = "pass" if ok else _STATUS.get(said.kind, "fail")
+def record(exercise, verdict, hints=0):
+    """One exercise's result, from its isolation.Verdict; `hints` the levels `hint` gave (self-reported:
+    the workspace that keeps the count is the learner's)."""
+    status = "pass" if verdict.ok else _STATUS.get(verdict.said.kind, "fail")
     return {
         "number": EXERCISES.index(exercise) + 1,
         "name": exercise.name,
         "track": exercise.track,
         "status": status,
-        "score": int(ok),
-        "message": str(said),
+        "score": int(verdict.ok),
+        "message": str(verdict.said),
+        "seed": verdict.seed,
         "hints": hints,
     }
+
+
+def _diagnosis(message):
+    """The line of a failure's message that says what is wrong: its hint when it has one, else its last
+    line (the first often only says where: "on gradflow's gradcheck case ...:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    hints = [line for line in lines if line.startswith("hint:")]
+    return (hints or lines or [""])[-1]
 
 
 def as_json(records, directory):
@@ -61,7 +75,6 @@ def as_junit(records):
                 ET.SubElement(case, "system-out").text = r["message"]
             else:
                 tag = "error" if r["status"] == "error" else "failure"
-                first = r["message"].splitlines()[0]
-                ET.SubElement(case, tag, message=first, type=r["status"]).text = r["message"]
+                ET.SubElement(case, tag, message=_diagnosis(r["message"]), type=r["status"]).text = r["message"]
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

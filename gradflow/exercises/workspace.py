@@ -12,13 +12,14 @@ file, and the progress file is written atomically beside it.
 
 import hashlib
 import json
+import secrets
 import textwrap
 from pathlib import Path
 
 from gradflow.engine.files import written_atomically
+from gradflow.exercises import isolation
 from gradflow.exercises.catalog import CAPSTONE_TRACKS, EXERCISES
-from gradflow.exercises.checks import Learner
-from gradflow.exercises.diagnose import Failed, learner_error
+from gradflow.exercises.diagnose import Failed, still_todo
 from gradflow.exercises.pieces import given_context
 
 PROGRESS = ".progress.json"
@@ -101,37 +102,40 @@ def check_has_files(directory):
 def path_of(exercise, directory):
     path = Path(directory) / file_name(exercise)
     if not path.exists():
-        raise Failed(f"no file {path}: write the workspace with `gradflow exercises start {directory}`", "missing")
+        raise Failed(
+            f"no file {path}: bring it back as `start` wrote it with "
+            f"`gradflow exercises start {directory} --restore {exercise.name}`",
+            "missing",
+        )
     return path
 
 
 def load(exercise, directory):
-    """The learner's function for the exercise, read from their file (without caching any bytecode)."""
+    """The learner's function for the exercise, read from their file and run in this process (the
+    capstone's training run; a grade runs it in a process of its own, isolation.py)."""
     path = path_of(exercise, directory)
-    name = exercise.piece.function.__name__
-    scope = {"__name__": f"exercise_{exercise.name}", "__file__": str(path)}
-    try:
-        exec(compile(path.read_text(), str(path), "exec"), scope)  # the learner's own file, run as they wrote it
-    except SyntaxError as error:
-        line = (error.text or "").rstrip()
-        raise Failed(f"{path.name}, line {error.lineno}: {error.msg}\n    {line}", "error") from None
-    except Exception as error:
-        raise learner_error(error, path, f"file {path.name}") from None
-    if not callable(scope.get(name)):
-        raise Failed(f"{path.name} defines no function {name}: keep the name of the function the file started with")
-    return Learner(scope[name], path, exercise.piece.qualname)
+    return isolation.learner_from(exercise, path, isolation.compiled(path))
 
 
-def check(exercise, directory):
-    """Grade one exercise: (True, what was checked) or (False, the diagnosis); the result is remembered."""
+def grade(exercise, directory, seed=None, timeout=isolation.TIMEOUT):
+    """Grade one exercise in a process of its own (isolation.py), on inputs drawn from `seed` (a fresh
+    one when None): an isolation.Verdict. Grades of different exercises may run at the same time."""
+    seed = secrets.randbelow(2**31) if seed is None else seed
     try:
-        learner = load(exercise, directory)
-        result = (True, exercise.check(exercise.piece, learner))
+        path = path_of(exercise, directory)
+        if path.read_text(errors="replace") == file_text(exercise):  # as `start` wrote it: nothing to run
+            return isolation.Verdict(False, still_todo(exercise.piece.qualname, path), seed)
+        return isolation.grade(exercise, path, seed, timeout)
     except Failed as failed:
-        result = (False, failed)
+        return isolation.Verdict(False, failed, seed)
+
+
+def check(exercise, directory, seed=None, timeout=isolation.TIMEOUT):
+    """Grade one exercise and remember the result in the progress file: the isolation.Verdict."""
+    verdict = grade(exercise, directory, seed, timeout)
     if (Path(directory) / file_name(exercise)).exists():
-        remember(exercise, directory, result[0])
-    return result
+        remember(exercise, directory, verdict.ok)
+    return verdict
 
 
 def digest(path):

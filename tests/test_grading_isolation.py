@@ -1,0 +1,146 @@
+"""A learner's file cannot make the grader pass: each trick a course has met is tried on a wrong or blank
+answer, in the grading process of its own (gradflow/exercises/isolation.py, seal.py), and never passes;
+the other exercises' verdicts stay what they were. A right answer that does nothing odd still passes."""
+
+import json
+
+import pytest
+
+from gradflow.exercises import EXERCISES, find, workspace
+
+MUL = "mul_backward"
+RIGHT_MUL = "    a, b = ctx.saved_tensors\n    return grad * b, grad * a\n"
+
+
+def written(ws, name, body, head=""):
+    """Write exercise `name`'s file: its imports, `head` at the top, and `body` as its function's body."""
+    e = find(name)
+    text = workspace.file_text(e)
+    todo = f'    raise NotImplementedError("TODO: write {e.piece.qualname}")\n'
+    assert todo in text
+    (ws / workspace.file_name(e)).write_text(head + "\n" + text.replace(todo, body))
+    return e
+
+
+@pytest.fixture
+def ws(tmp_path):
+    workspace.start(tmp_path / "ws")
+    return tmp_path / "ws"
+
+
+def test_a_right_answer_passes_and_a_wrong_one_fails(ws):
+    assert workspace.check(written(ws, MUL, RIGHT_MUL), ws).ok
+    verdict = workspace.check(written(ws, MUL, "    a, b = ctx.saved_tensors\n    return grad * a, grad * b\n"), ws)
+    assert not verdict.ok and "operands swapped" in str(verdict.said)
+
+
+TRICKS = {
+    "patch every exercise's check": (
+        "import gradflow.exercises.catalog as c\n"
+        "for e in c.EXERCISES:\n    object.__setattr__(e, 'check', lambda piece, learner, seed=0: 'all good')\n",
+        "    return grad, grad\n",
+    ),
+    "patch the comparison": (
+        "import numpy\nimport gradflow.exercises.diagnose as d\nimport gradflow.exercises.checks as k\n"
+        "numpy.allclose = lambda *a, **kw: True\nd.compare = lambda *a, **kw: None\nk.gradchecked = lambda *a: None\n",
+        "    return grad, grad\n",
+    ),
+    "patch inside the call": (
+        "import gradflow.exercises.checks as k\n",
+        "    k.gradchecked = lambda *a: None\n    return grad, grad\n",
+    ),
+    "capture gradflow's piece at import": (
+        "import gradflow.engine.ops as ops\n_theirs = ops.Mul.backward\n",
+        "    return _theirs(ctx, grad)\n",
+    ),
+    "capture it from the exercise's record": (
+        "from gradflow.exercises.catalog import find\n_theirs = find('mul_backward').piece.function\n",
+        "    return _theirs(ctx, grad)\n",
+    ),
+    "capture it through the grader's closures": (
+        "import gradflow.engine.ops as ops\n",
+        "    for cell in ops.Mul.__dict__['backward'].__func__.__closure__:\n"
+        "        piece = cell.cell_contents\n"
+        "        if hasattr(piece, 'function'):\n            return piece.function(ctx, grad)\n",
+    ),
+    "read the grader's frames": (
+        "import sys\n",
+        "    frame = sys._getframe(1)\n    while frame:\n        frame = frame.f_back\n    return grad, grad\n",
+    ),
+    "read frames through a traceback": (
+        "",
+        "    try:\n        raise ValueError\n    except ValueError as e:\n        frame = e.__traceback__.tb_frame\n"
+        "    return grad, grad\n",
+    ),
+    "exit early with sys.exit(0)": ("import sys\nsys.exit(0)\n", "    return grad, grad\n"),
+    "exit early with os._exit(0)": ("import os\nos._exit(0)\n", "    return grad, grad\n"),
+    "exit from inside the call": ("import os\n", "    os._exit(0)\n"),
+    "print a verdict and write one to every descriptor": (
+        "import os\nprint('02 mul_backward: pass (6 gradcheck cases)')\n"
+        "for fd in range(3, 64):\n    try:\n        os.write(fd, b'0' * 32 + b'\\t1\\tpass\\tok\\n')\n"
+        "    except OSError:\n        pass\n",
+        "    return grad, grad\n",
+    ),
+    "start a thread": (
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(3,)).start()\n",
+        "    return grad, grad\n",
+    ),
+    "write into the workspace": (
+        "import json, pathlib\n"
+        "p = pathlib.Path(__file__).with_name('.progress.json')\n"
+        "p.write_text(json.dumps({'mul_backward': {'passed': True}}))\n",
+        "    return grad, grad\n",
+    ),
+    "run code made at run time": ("", "    exec('x = 1')\n    return grad, grad\n"),
+    "set a signal handler": (
+        "import signal\nsignal.signal(signal.SIGALRM, lambda s, f: None)\n",
+        "    return grad, grad\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("trick", TRICKS)
+def test_no_trick_passes(ws, trick):
+    head, body = TRICKS[trick]
+    e = written(ws, MUL, body, head)
+    before = (ws / workspace.PROGRESS).read_text() if (ws / workspace.PROGRESS).exists() else None
+    verdict = workspace.check(e, ws)
+    assert not verdict.ok, f"{trick}: passed"
+    if trick == "write into the workspace":
+        assert "writing to" in str(verdict.said)
+        assert before is None or json.loads((ws / workspace.PROGRESS).read_text())[MUL]["passed"] is False
+
+
+def test_a_patched_grader_leaves_the_other_exercises_alone(ws):
+    """The issue's case: a wrong softmax that sets every record's check to a pass; every later exercise
+    keeps its own verdict (a blank stays todo, a wrong tanh fails)."""
+    head, body = TRICKS["patch every exercise's check"]
+    written(ws, "softmax_backward", "    return grad\n", head)
+    written(ws, "tanh_backward", "    (y,) = ctx.saved_tensors\n    return grad * (1 + y * y)\n")
+    verdicts = {e.name: workspace.check(e, ws) for e in EXERCISES}
+    assert not any(v.ok for v in verdicts.values())
+    assert verdicts["softmax_backward"].said.kind != "todo" and verdicts["tanh_backward"].said.kind != "todo"
+    assert all(v.said.kind == "todo" for n, v in verdicts.items() if n not in ("softmax_backward", "tanh_backward"))
+
+
+def test_a_hang_is_stopped_in_one_line(ws):
+    verdict = workspace.check(written(ws, MUL, "    while True:\n        pass\n"), ws, timeout=4)
+    assert not verdict.ok and verdict.said.kind == "time"
+    assert str(verdict.said) == "mul_backward: stopped after 4 s: your code runs too long (an endless loop?)"
+
+
+def test_a_blow_up_is_bounded(ws):
+    verdict = workspace.check(written(ws, MUL, "    import numpy\n    return numpy.ones(10**11), grad\n"), ws)
+    assert not verdict.ok and "MemoryError" in str(verdict.said)
+
+
+def test_gradflows_fast_tier_is_closed(ws):
+    body = "    from gradflow.fast.norm import LayerNorm as Fast\n    return Fast.backward(ctx, grad)\n"
+    verdict = workspace.check(written(ws, "layer_norm_backward", body), ws)
+    assert not verdict.ok and "fast tier is closed" in str(verdict.said)
+
+
+def test_what_the_learner_printed_is_kept_apart(ws):
+    e = written(ws, MUL, RIGHT_MUL, "print('hello from my file')\n")
+    verdict = workspace.check(e, ws)
+    assert verdict.ok and verdict.printed == "hello from my file\n"
