@@ -99,24 +99,47 @@ def _check_order(got, expected, root):
 # --- training ----------------------------------------------------------------------------------------
 
 
-def _uncorrected(start, grads, lr, betas, eps):
-    """Adam's steps without the bias correction (which the first step cancels out): a mistake worth naming."""
+def _by_hand(start, grads, lr, betas, eps, corrected=True, eps_inside=False):
+    """Adam's steps written out, with or without the bias correction (the first step cancels it out) and
+    with eps inside the square root or outside: the classic wrong versions, to name them."""
     p, m, v = start.copy(), 0.0, 0.0
-    for g in grads:
+    for t, g in enumerate(grads, 1):
         m, v = betas[0] * m + (1 - betas[0]) * g, betas[1] * v + (1 - betas[1]) * g * g
-        p -= lr * m / (np.sqrt(v) + eps)
+        m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if corrected else (m, v)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p -= lr * m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
     return p
 
 
+ADAM_MISTAKES = (
+    (dict(corrected=False), "bias correction", "m and v start at 0, so early on they are too small: divide them by "
+     "(1 - beta1^t) and (1 - beta2^t)"),
+    (dict(eps_inside=True), "eps inside the square root", "eps is added to sqrt(v_hat), not to v_hat under the root "
+     "(Kingma & Ba; PyTorch): sqrt(v_hat) + eps"),
+    (dict(eps=0.0), "eps left out", "without eps, a coordinate whose gradients were all zero divides 0 by 0: "
+     "add eps to sqrt(v_hat) in the denominator"),
+)  # fmt: skip
+
+
+def _gradients(rng, scales, zeros):
+    """One (3, 4) gradient per scale; with `zeros`, a quarter of the coordinates zero at every step."""
+    dead = rng.random((3, 4)) < 0.25 if zeros else np.zeros((3, 4), dtype=bool)
+    return [np.where(dead, 0.0, rng.standard_normal((3, 4)) * scale) for scale in scales]
+
+
 def adam_update(piece, learner, seed=0):
-    """Three steps of Adam, Adam with L2 decay, AdamW and AMSGrad, each against gradflow's from the same start."""
-    rng = np.random.default_rng(0)
-    settings = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-8)
-    runs = ((Adam, 0.0, False), (Adam, 0.1, False), (AdamW, 0.1, False), (Adam, 0.0, True))
-    for kind, decay, amsgrad in runs:
+    """Three steps of Adam, Adam with L2 decay, AdamW and AMSGrad, each against gradflow's from the same start;
+    then Adam where eps shows: gradients near eps in size, some coordinates never given one."""
+    rng = np.random.default_rng(seed)
+    # (optimizer, weight decay, AMSGrad, eps, gradient scales, some coordinates' gradients zero); shrinking
+    # gradients make v fall below its largest value so far, so that AMSGrad's v_max counts in step 3
+    runs = ((Adam, 0.0, False, 1e-8, (10.0, 1.0, 0.01), False), (Adam, 0.1, False, 1e-8, (10.0, 1.0, 0.01), False),
+            (AdamW, 0.1, False, 1e-8, (10.0, 1.0, 0.01), False), (Adam, 0.0, True, 1e-8, (10.0, 1.0, 0.01), False),
+            (Adam, 0.0, False, 1e-3, (1e-3, 1e-2, 1e-4), True))  # fmt: skip
+    for kind, decay, amsgrad, eps, scales, zeros in runs:
+        settings = dict(lr=0.01, betas=(0.9, 0.99), eps=eps)
         start = rng.standard_normal((3, 4))
-        # shrinking gradients: v falls below its largest value so far, so AMSGrad's v_max counts in step 3
-        grads = [rng.standard_normal((3, 4)) * scale for scale in (10.0, 1.0, 0.01)]
+        grads = _gradients(rng, scales, zeros)
         mine, ref = Parameter(start.copy()), Parameter(start.copy())
         mine_opt, ref_opt = (kind([q], weight_decay=decay, amsgrad=amsgrad, **settings) for q in (mine, ref))
         for t, g in enumerate(grads, 1):
@@ -125,15 +148,16 @@ def adam_update(piece, learner, seed=0):
             ref_opt.step()
             with piece.replaced_by(learner):
                 mine_opt.step()
-            label = f"{kind.__name__}(lr=0.01, betas=(0.9, 0.99), weight_decay={decay}, amsgrad={amsgrad}), step {t}"
-            if np.array_equal(mine.data, before):
+            label = (f"{kind.__name__}(lr=0.01, betas=(0.9, 0.99), eps={eps:g}, weight_decay={decay}, "
+                     f"amsgrad={amsgrad}), step {t}" + (", some coordinates' gradients 0" if zeros else ""))  # fmt: skip
+            if np.array_equal(mine.data, before, equal_nan=True):
                 raise Failed(f"the parameter did not change at {label}.\n  hint: update p in place (p -= ...): "
                              "p = p - ... makes a new array that the parameter never sees", "inplace")  # fmt: skip
             wrong = not np.allclose(mine.data, ref.data)
-            if wrong and decay == 0 and np.allclose(mine.data, _uncorrected(start, grads[:t], **settings)):
-                raise Failed(f"the parameter after {label} is the step without the bias correction.\n  hint: m and v "
-                             "start at 0, so early on they are too small: divide them by (1 - beta1^t) and "
-                             "(1 - beta2^t)", "bias correction")  # fmt: skip
+            for changed, name, hint in ADAM_MISTAKES if wrong and decay == 0 and not amsgrad else ():
+                hand = _by_hand(start, grads[:t], **{**settings, **changed})
+                if np.allclose(mine.data, hand, equal_nan=True) and not np.allclose(hand, ref.data):
+                    raise Failed(f"the parameter after {label} is Adam's with {name}.\n  hint: {hint}", name)
             compare(mine.data - before, ref.data - before, f"the change of the parameter at {label}", sizes_of((3, 4)))
             ours, theirs = ref_opt.state[id(ref)], mine_opt.state[id(mine)]
             if set(theirs) != set(ours):
@@ -143,28 +167,41 @@ def adam_update(piece, learner, seed=0):
 
 
 def clip_grad_norm(piece, learner, seed=0):
-    """Clipped and unclipped, the 2-norm, the 1-norm and the largest element, a parameter without a gradient."""
-    rng = np.random.default_rng(1)
-    calls = ((1.0, 2.0), (100.0, 2.0), (0.5, float("inf")), (2.0, 1.0))
-    for max_norm, norm_type in calls:
-        shapes = ((3, 4), (4,), (2, 2))
-        grads = [rng.standard_normal(s) for s in shapes]
-        mine, ref = [Parameter(np.zeros(s)) for s in shapes], [Parameter(np.zeros(s)) for s in shapes]
-        for p, q, g in zip(mine, ref, grads):
-            p.grad, q.grad = g.copy(), g.copy()
+    """Clipped and unclipped (also a norm between max_norm / 2 and max_norm, and gradients so small that the
+    1e-6 counts), the 2-norm, the 1-norm and the largest element, a parameter without a gradient, and one
+    tensor passed alone."""
+    rng = np.random.default_rng(seed)
+    shapes = ((3, 4), (4,), (2, 2))
+    # (max_norm as a multiple of the gradients' norm, or None for a fixed one, the norm, the gradients' scale)
+    calls = ((None, 1.0, 2.0, 1.0), (None, 100.0, 2.0, 1.0), (None, 0.5, float("inf"), 1.0), (None, 2.0, 1.0, 1.0),
+             (1.5, None, 2.0, 1.0), (0.5, None, 1.0, 1e-6), (None, 1e-7, 2.0, 1e-7))  # fmt: skip
+    for relative, max_norm, norm_type, scale in calls:
+        grads = [rng.standard_normal(s) * scale for s in shapes]
+        if relative is not None:
+            max_norm = relative * float(np.linalg.norm(np.concatenate([g.ravel() for g in grads]), norm_type))
+        _clip_call(piece, learner, shapes, grads, max_norm, norm_type)
+    one = Parameter(np.zeros((2, 3)))  # a single tensor, not a list: clip_grad_norm_(model.weight, 1.0)
+    _clip_call(piece, learner, [(2, 3)], [rng.standard_normal((2, 3)) * 3], 1.0, 2.0, alone=one)
+    return f"{len(calls) + 1} calls"
+
+
+def _clip_call(piece, learner, shapes, grads, max_norm, norm_type, alone=None):
+    mine, ref = [Parameter(np.zeros(s)) for s in shapes], [Parameter(np.zeros(s)) for s in shapes]
+    for p, q, g in zip(mine, ref, grads):
+        p.grad, q.grad = g.copy(), g.copy()
+    if alone is None:
         mine.append(Parameter(np.zeros(2)))  # no gradient: it counts for nothing and stays without one
         ref.append(Parameter(np.zeros(2)))
-        total = piece.function(ref, max_norm, norm_type)
-        got = learner(mine, max_norm, norm_type)
-        call = f"clip_grad_norm(parameters, max_norm={max_norm}, norm_type={norm_type})"
-        compare(None if got is None else np.float64(got), np.float64(total), f"the norm returned by {call}")
-        for i, (p, q) in enumerate(zip(mine, ref)):
-            if q.grad is None:
-                if p.grad is not None:
-                    raise Failed(f"{call} gave parameter {i}, which had no gradient, one")
-                continue
-            compare(p.grad, q.grad, f"the gradient of parameter {i} after {call}", sizes_of(q.shape))
-    return f"{len(calls)} calls"
+    total = piece.function(ref if alone is None else ref[0], max_norm, norm_type)
+    got = learner(mine if alone is None else mine[0], max_norm, norm_type)
+    call = f"clip_grad_norm({'parameters' if alone is None else 'one tensor'}, max_norm={max_norm:.6g}, norm_type={norm_type})"
+    compare(None if got is None else np.float64(got), np.float64(total), f"the norm returned by {call}")
+    for i, (p, q) in enumerate(zip(mine, ref)):
+        if q.grad is None:
+            if p.grad is not None:
+                raise Failed(f"{call} gave parameter {i}, which had no gradient, one")
+            continue
+        compare(p.grad, q.grad, f"the gradient of parameter {i} after {call}", sizes_of(q.shape))
 
 
 def warmup_cosine(piece, learner, seed=0):
@@ -222,9 +259,16 @@ def merge_pair(piece, learner, seed=0):
         ([97, 97, 97, 97, 98, 97], [1, 0, 0, 0, 0, 0], (97, 97)),
         ([97, 98, 97, 98], [1, 0, 1, 0], (98, 97)),  # b|a crosses a chunk's start: not merged
         ([97, 98, 99], [1, 0, 0], (120, 121)),  # no occurrence
+        ([97, 98, 99], [1, 0, 0], (120, 120)),  # no occurrence of a pair of one id twice
+        ([97, 97, 97, 98, 97, 97, 97, 97, 97], [1, 0, 0, 0, 0, 0, 0, 0, 0], (97, 97)),  # runs of 3 and 5
+        ([97, 97, 97, 97], [1, 0, 1, 0], (97, 97)),  # a run cut by a chunk's start
     )
     for ids, starts, pair in calls:
-        wrapped(np.array(ids), np.array(starts, dtype=bool), pair, 256)
+        given = np.array(ids)
+        wrapped(given, np.array(starts, dtype=bool), pair, 256)
+        if not np.array_equal(given, ids):
+            raise Failed(f"merge_pair(ids={ids}, ..., pair={pair}) changed the ids it was given: return new ones "
+                         "(the caller still reads them)", "inplace")  # fmt: skip
     ours = BPETokenizer.train(_TEXT, 280)
     with piece.replaced_by(wrapped):
         theirs = BPETokenizer.train(_TEXT, 280)
@@ -253,7 +297,7 @@ def filter_probs(piece, learner, seed=0):
     wrapped = compared_function(piece, learner)
     logits = np.random.default_rng(2).standard_normal(10) * 2
     calls = ((1.0, None, None), (0.5, None, None), (1.0, 3, None), (1.0, None, 0.8), (0.7, 5, 0.6),
-             (0.0, None, None), (1.0, None, 1.0), (1.0, 10, None), (2.0, 1, None))  # fmt: skip
+             (0.0, None, None), (1.0, None, 1.0), (1.0, 10, None), (2.0, 1, None), (1.0, 25, None))  # fmt: skip
     for temperature, top_k, top_p in calls:
         wrapped(logits, temperature, top_k, top_p)
     wrapped(np.array([1.0, 3.0, 3.0, 0.0]), 1.0, 2, None)  # a tie at the k-th place: both kept

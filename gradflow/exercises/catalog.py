@@ -87,7 +87,7 @@ EXERCISES = (
             "When a (1, 4) tensor meets a (3, 4) one, its row is copied three times, so the gradient reaching it "
             "is the sum over the copies. Sum `grad` over the axes broadcasting added or stretched, so that the "
             "result has exactly `shape`. The engine calls it for every op's every input.",
-            OnTable(("add", "sub", "mul", "div", "matmul", "where")),
+            OnTable(("add", "sub", "mul", "div", "matmul", "where", "expand", "repeat")),
             (autograd._input_grad,),
         ),
         Exercise(

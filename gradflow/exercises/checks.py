@@ -20,7 +20,9 @@ import numpy as np
 
 from gradflow.engine.gradcheck import analytic_and_numerical
 from gradflow.engine.kernels import use_kernels
+from gradflow.engine.autograd import no_grad
 from gradflow.engine.rng import manual_seed
+from gradflow.engine.tensor import Tensor
 from gradflow.exercises.diagnose import Failed, compare, learner_error, sizes_of, summed_to, within
 from gradflow.exercises.mistakes import named
 from gradflow.nn import functional as F
@@ -232,10 +234,19 @@ class OnTable:
         first = first if len(first) < len(cases) else []  # every case plain: nothing to say first
         with use_kernels("plain"), piece.replaced_by(wrapped):
             for case in first:
-                gradchecked(case.fn, case.inputs(), f"on gradflow's gradcheck case {case.label}")
+                gradchecked(case.fn, case.inputs(seed=seed), f"on gradflow's gradcheck case {case.label}")
             for case in (c for c in cases if c not in first):
                 now = f"{self.plain.said} pass; now {what_is_new(case, first, self.plain)}, " if first else ""
-                gradchecked(case.fn, case.inputs(), f"{now}on gradflow's gradcheck case {case.label}")
+                gradchecked(case.fn, case.inputs(seed=seed), f"{now}on gradflow's gradcheck case {case.label}")
+            for case in [c for c in cases if len(c.shapes) > 1][:2]:
+                for i in range(len(case.shapes)):  # a backward must give each input it is asked for
+                    inputs = case.inputs(seed=seed + 1)
+                    for j, x in enumerate(inputs):
+                        x.requires_grad = i == j
+                    where = f"with only input {i} requiring a gradient (ctx.needs_input_grad), on {case.label}"
+                    gradchecked(case.fn, inputs, where)
+            for scale in (1e-4, 30.0):
+                _at_scale(cases[0], scale, seed)
             for build in self.extra:
                 try:
                     build().backward()
@@ -247,6 +258,25 @@ class OnTable:
         said = f"{len(cases)} gradcheck case{'s' * (len(cases) != 1)}"
         said += f" and {len(self.extra)} more" if self.extra else ""
         return said + (" and a whole 1-layer GPT" if self.model else "")
+
+
+def _at_scale(case, scale, seed):
+    """Run a case's backward with its inputs times `scale` and an upstream gradient that is zero in about
+    half its elements: every call is compared with gradflow's (compared_backward), no finite differences,
+    so that magnitudes where a constant (an eps, a 1e-6) or a dropped term shows are graded too."""
+    inputs = [Tensor(x.data * scale, requires_grad=True) for x in case.inputs(seed=seed + 2)]
+    with no_grad():
+        y = case.fn(*[Tensor(x.data) for x in inputs])
+    if not np.isfinite(y.data).all():  # too large for this op: gradflow's own gradient is not a number either
+        return
+    rng = np.random.default_rng(seed + 3)
+    grad = rng.standard_normal(y.shape) * (rng.random(y.shape) < 0.5)
+    try:
+        case.fn(*inputs).backward(grad)
+    except Failed as failed:
+        raise within(
+            f"with the inputs of {case.label} times {scale:g} and half the upstream gradient zero", failed
+        ) from None
 
 
 class TinyGPT(Module):
