@@ -149,7 +149,7 @@ def adam_update(piece, learner, seed=0):
             with piece.replaced_by(learner):
                 mine_opt.step()
             label = (f"{kind.__name__}(lr=0.01, betas=(0.9, 0.99), eps={eps:g}, weight_decay={decay}, "
-                     f"amsgrad={amsgrad}), step {t}" + (", some coordinates' gradients 0" if zeros else ""))  # fmt: skip
+                     f"amsgrad={amsgrad}), step {t}" + (", some gradients 0" if zeros else ""))  # fmt: skip
             if np.array_equal(mine.data, before, equal_nan=True):
                 raise Failed(f"the parameter did not change at {label}.\n  hint: update p in place (p -= ...): "
                              "p = p - ... makes a new array that the parameter never sees", "inplace")  # fmt: skip
@@ -194,7 +194,8 @@ def _clip_call(piece, learner, shapes, grads, max_norm, norm_type, alone=None):
         ref.append(Parameter(np.zeros(2)))
     total = piece.function(ref if alone is None else ref[0], max_norm, norm_type)
     got = learner(mine if alone is None else mine[0], max_norm, norm_type)
-    call = f"clip_grad_norm({'parameters' if alone is None else 'one tensor'}, max_norm={max_norm:.6g}, norm_type={norm_type})"
+    given = "parameters" if alone is None else "one tensor"
+    call = f"clip_grad_norm({given}, max_norm={max_norm:.6g}, norm_type={norm_type})"
     compare(None if got is None else np.float64(got), np.float64(total), f"the norm returned by {call}")
     for i, (p, q) in enumerate(zip(mine, ref)):
         if q.grad is None:

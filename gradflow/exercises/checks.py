@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradflow.engine.autograd import no_grad
 from gradflow.engine.gradcheck import analytic_and_numerical
 from gradflow.engine.kernels import use_kernels
-from gradflow.engine.autograd import no_grad
 from gradflow.engine.rng import manual_seed
 from gradflow.engine.tensor import Tensor
 from gradflow.exercises.diagnose import Failed, compare, learner_error, sizes_of, summed_to, within
