@@ -451,3 +451,18 @@ def test_the_capstone_trains_on_the_learners_pieces(solved, capsys, monkeypatch)
     assert "adam_step" in out
     assert [c.calls > 0 for c in calls] == [True]  # the training run (the gate's checks ran in their own processes)
     assert norm.LayerNorm.__dict__["backward"].__func__ is find("layer_norm_backward").piece.function
+
+
+def test_a_deleted_file_is_told_how_to_come_back(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    workspace.start(ws)
+    e = find("unbroadcast")
+    mine = ws / workspace.file_name(EXERCISES[0])
+    mine.write_text("# my work\n")
+    (ws / workspace.file_name(e)).unlink()
+    said = str(workspace.check(e, ws).said)
+    command = said.split("`")[1].split()
+    assert command[:3] == ["gradflow", "exercises", "start"] and command[-2:] == ["--restore", "unbroadcast"]
+    assert gradflow(*command[2:]) == 0 and (ws / workspace.file_name(e)).read_text() == workspace.file_text(e)
+    assert gradflow("start", str(ws), "--restore", EXERCISES[0].name) == 2  # never over work
+    assert "never over your work" in capsys.readouterr().err and mine.read_text() == "# my work\n"

@@ -49,6 +49,10 @@ def run_list(args):
 
 
 def run_start(args):
+    if args.restore:
+        path = workspace.restore(find(args.restore), args.dir)
+        print(f"wrote {path} as `start` wrote it (the file was missing)")
+        return 0
     paths = workspace.start(args.dir)
     print(f"wrote {len(paths)} exercises to {args.dir}/, from {paths[0].name} to {paths[-1].name}")
     print(f"each is a blank that raises NotImplementedError; fill in {paths[0].name} first, then:")
@@ -256,6 +260,7 @@ def add_command(sub):
     listed.set_defaults(run=run_list)
     started = actions.add_parser("start", help="write a workspace: one file per exercise")
     started.add_argument("dir", help="a new folder (an existing workspace is never overwritten)")
+    started.add_argument("--restore", metavar="NAME", help="write back one exercise's file, if it is missing")
     started.set_defaults(run=run_start)
     checked = actions.add_parser("check", help="grade one exercise, or all of them")
     checked.add_argument("name", nargs="?", help="the exercise (default: all, in order)")

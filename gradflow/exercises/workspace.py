@@ -73,6 +73,17 @@ def start(directory):
     return [directory / file_name(e) for e in EXERCISES]
 
 
+def restore(exercise, directory):
+    """Write one exercise's file again as `start` wrote it: only where it is missing, never over work."""
+    path = Path(directory) / file_name(exercise)
+    if path.exists():
+        raise FileExistsError(f"{path} exists: --restore writes only a missing file, never over your work")
+    if not Path(directory).is_dir():
+        raise FileNotFoundError(f"{directory} is not a folder: start a workspace with `gradflow exercises start DIR`")
+    write(path, file_text(exercise))
+    return path
+
+
 def write(path, text):
     with written_atomically(path) as tmp:
         Path(tmp).write_text(text)
@@ -103,7 +114,7 @@ def path_of(exercise, directory):
     path = Path(directory) / file_name(exercise)
     if not path.exists():
         raise Failed(
-            f"no file {path}: bring it back as `start` wrote it with "
+            f"no file {path}: write it again, blank, with "
             f"`gradflow exercises start {directory} --restore {exercise.name}`",
             "missing",
         )
