@@ -26,7 +26,7 @@ _SHAPES = ("broadcast", "keepdims", "shape")  # diagnoses whose whole message na
 _VALUES = ("sign", "scale", "transpose")  # diagnoses whose message shows values: their hint alone is printed
 
 
-def check(name, got, **data):
+def check(name, got, /, **data):
     """Print ✓ when `got` is the answer to exercise `name` for `data`, else "not yet" and a hint.
 
     got may be a function of no arguments (an answer that runs the learner's code): check calls it,

@@ -711,7 +711,7 @@ EXERCISES = {
     ),
     # 07: a real LLM, SmolLM2-135M
     "07.q_row_bytes": Exercise(
-        lambda gguf, name: gguf.tensor(name).data.shape[-1],
+        lambda gguf, tensor: gguf.tensor(tensor).data.shape[-1],
         (
             "a quantised row is stored in blocks of 32 weights, each block a fixed number of bytes",
             "a row of 576 weights is 576 / 32 blocks; Q4_1-style blocks take 20 bytes each",
