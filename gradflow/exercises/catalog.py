@@ -13,7 +13,7 @@ from gradflow.engine import autograd, grad_norm, ops
 from gradflow.engine.ops import attention, reduce
 from gradflow.engine.tensor import Tensor
 from gradflow.exercises import behaviour, mistakes
-from gradflow.exercises.checks import ONE_ROW, ROWS, TWO_D, OnTable
+from gradflow.exercises.checks import ONE_ROW, OPERANDS_OF_ONE_SHAPE, ROWS, TWO_D, OnTable
 from gradflow.exercises.hints import FORWARD, HINTS
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
@@ -87,7 +87,7 @@ EXERCISES = (
             "When a (1, 4) tensor meets a (3, 4) one, its row is copied three times, so the gradient reaching it "
             "is the sum over the copies. Sum `grad` over the axes broadcasting added or stretched, so that the "
             "result has exactly `shape`. The engine calls it for every op's every input.",
-            OnTable(("add", "sub", "mul", "div", "matmul", "where", "expand", "repeat")),
+            OnTable(("add", "sub", "mul", "div", "matmul", "where", "expand", "repeat"), OPERANDS_OF_ONE_SHAPE),
             (autograd._input_grad,),
         ),
         Exercise(

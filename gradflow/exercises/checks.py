@@ -184,6 +184,10 @@ class Plain:
 
 
 SAME_SHAPE = Plain("same-shape cases", lambda case: len(set(case.shapes)) == 1 and not case.transposed)
+# unbroadcast's plain cases: two operands of one shape (expand's and repeat's single input broadcasts)
+OPERANDS_OF_ONE_SHAPE = Plain(
+    "same-shape cases", lambda case: len(case.shapes) > 1 and len(set(case.shapes)) == 1 and not case.transposed
+)
 TWO_D = Plain("2-D cases", lambda case: all(len(s) == 2 for s in case.shapes) and not case.transposed)
 ROWS = Plain("the cases of one matrix of rows", lambda case: len(case.shapes[0]) == 2 and not case.transposed)
 ONE_ROW = Plain("one row", lambda case: len(case.shapes[0]) == 1)
