@@ -89,7 +89,7 @@ def _same(a, b):
         a, b = (_np.asarray(getattr(v, "data", v), dtype=_np.float64) for v in (a, b))
         return a.shape == b.shape and bool(_np.allclose(a, b))
     except (TypeError, ValueError):
-        return isinstance(b, (str, set, dict)) and a == b
+        return isinstance(b, (str, set, dict)) and type(a) is type(b) and a == b
 
 
 def _variants(value):
