@@ -79,6 +79,8 @@ def test_the_files_are_gradflows_own_code(exercise):
     assert signature in stub and piece.source().split(":\n", 1)[1] not in stub
     compile(stub, "stub", "exec")
     compile(solution, "solution", "exec")
+    if "ctx.saved_tensors" in piece.source():  # the stub says how to read what forward saved
+        assert "= ctx.saved_tensors" in stub.split("def ", 1)[1]
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
@@ -466,3 +468,20 @@ def test_a_deleted_file_is_told_how_to_come_back(tmp_path, capsys):
     assert gradflow(*command[2:]) == 0 and (ws / workspace.file_name(e)).read_text() == workspace.file_text(e)
     assert gradflow("start", str(ws), "--restore", EXERCISES[0].name) == 2  # never over work
     assert "never over your work" in capsys.readouterr().err and mine.read_text() == "# my work\n"
+
+
+def test_named_mistakes_where_they_recur(tmp_path):
+    """The softmax's mistakes inside attention, the row weight of cross-entropy along the classes, and
+    per-tensor clipping each get their own name, not a generic difference."""
+    said = str(attempt(tmp_path, "attention_backward", "attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True))",
+                       "attn * (1 - attn) * dattn"))  # fmt: skip
+    assert "only the diagonal of the softmax's Jacobian" in said and "inside attention" in said
+    said = str(attempt(tmp_path, "cross_entropy_backward", "return dz * weight[:, None]", "return dz * weight"))
+    assert "keepdims lost" in said and "[:, None]" in said  # (5, 6) logits: numpy refuses (5, 6) * (5,)
+    per_tensor = (
+        "    for p in (p for p in parameters if p.grad is not None):\n"
+        "        own = max_norm / (np.linalg.norm(np.asarray(p.grad).ravel(), norm_type) + 1e-6)\n"
+        "        if own < 1:\n            g = p.grad.in_place()\n            g *= own\n"
+    )
+    said = str(attempt(tmp_path, "clip_grad_norm", "    if scale < 1:\n", per_tensor + "    if False:\n"))
+    assert "each gradient is clipped by its own norm" in said

@@ -144,3 +144,14 @@ def test_what_the_learner_printed_is_kept_apart(ws):
     e = written(ws, MUL, RIGHT_MUL, "print('hello from my file')\n")
     verdict = workspace.check(e, ws)
     assert verdict.ok and verdict.printed == "hello from my file\n"
+
+
+def test_changing_the_graders_cases_never_passes(ws):
+    """The gradcheck table's rows are objects in a list: changing what a row computes (so that the learner's
+    function is never called) is seen, as is a check that called the learner's function not once."""
+    head = (
+        "from gradflow.tools import gradcheck_table\n"
+        "for case in gradcheck_table.CASES:\n    object.__setattr__(case, 'fn', lambda *xs: xs[0].sum())\n"
+    )
+    verdict = workspace.check(written(ws, MUL, "    return grad, grad\n", head), ws)
+    assert not verdict.ok and "gradflow.tools.gradcheck_table.CASES" in str(verdict.said)

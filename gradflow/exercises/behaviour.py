@@ -197,12 +197,24 @@ def _clip_call(piece, learner, shapes, grads, max_norm, norm_type, alone=None):
     given = "parameters" if alone is None else "one tensor"
     call = f"clip_grad_norm({given}, max_norm={max_norm:.6g}, norm_type={norm_type})"
     compare(None if got is None else np.float64(got), np.float64(total), f"the norm returned by {call}")
+    own = [_clipped_alone(g, max_norm, norm_type) for g in grads]
+    theirs = [np.asarray(p.grad) for p in mine[: len(grads)]]
+    if not all(np.allclose(t, q.grad) for t, q in zip(theirs, ref)) and all(map(np.allclose, theirs, own)):
+        raise Failed(f"after {call}, each gradient is clipped by its own norm.\n  hint: clipping scales every "
+                     "gradient by one factor, max_norm over the norm of all of them together (the norm of the "
+                     "norms), so that the update keeps its direction", "joint norm")  # fmt: skip
     for i, (p, q) in enumerate(zip(mine, ref)):
         if q.grad is None:
             if p.grad is not None:
                 raise Failed(f"{call} gave parameter {i}, which had no gradient, one")
             continue
         compare(p.grad, q.grad, f"the gradient of parameter {i} after {call}", sizes_of(q.shape))
+
+
+def _clipped_alone(g, max_norm, norm_type):
+    """g clipped by its own norm: the per-tensor clipping that clip_grad_norm is not."""
+    scale = max_norm / (np.linalg.norm(g.ravel(), norm_type) + 1e-6)
+    return g * scale if scale < 1 else g
 
 
 def warmup_cosine(piece, learner, seed=0):

@@ -9,6 +9,8 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from gradflow.engine import autograd, grad_norm, ops
 from gradflow.engine.ops import attention, reduce
 from gradflow.engine.tensor import Tensor
@@ -17,6 +19,7 @@ from gradflow.exercises.checks import ONE_ROW, OPERANDS_OF_ONE_SHAPE, ROWS, TWO_
 from gradflow.exercises.hints import FORWARD, HINTS
 from gradflow.exercises.pieces import Piece
 from gradflow.inference.generate import filter_probs, sample
+from gradflow.nn import functional as F
 from gradflow.nn.kv_cache import KVCache
 from gradflow.optim import adam
 from gradflow.optim.adam import Adam
@@ -61,6 +64,12 @@ def _track(track, *exercises):
 def _ties():
     """a row with a tie for the max: [1, 3, 3]"""
     return Tensor([[1.0, 3.0, 3.0], [0.0, -1.0, 2.0]], requires_grad=True).max(axis=1).sum()
+
+
+def _square_logits():
+    """5 rows over 5 classes, where an (N,) weight times an (N, C) array is no error"""
+    z = Tensor(np.random.default_rng(5).standard_normal((5, 5)), requires_grad=True)
+    return F.cross_entropy(z, np.array([2, 0, 4, 1, 2]))
 
 
 EXERCISES = (
@@ -208,7 +217,7 @@ EXERCISES = (
             ops.ScaledDotProductAttention,
             "attention's backward",
             "Return (dq, dk, dv), and dbias when the bias was given (ctx.needs_input_grad has 4 entries then).",
-            OnTable(("attention",), model=True),
+            OnTable(("attention",), model=True, mistakes=mistakes.ATTENTION),
             name="attention_backward",
         ),
     ),
@@ -239,7 +248,7 @@ EXERCISES = (
             ops.CrossEntropy,
             "CrossEntropy.backward: the loss every model here trains on",
             "Return dL/dz for each reduction (mean, sum, none), rows of ignore_index getting none.",
-            OnTable(("cross_entropy",), model=True, mistakes=mistakes.CROSS_ENTROPY),
+            OnTable(("cross_entropy",), model=True, extra=(_square_logits,), mistakes=mistakes.CROSS_ENTROPY),
         ),
         Exercise(
             "adam_update",

@@ -252,7 +252,10 @@ def _error_hint(error):
     if "could not be broadcast" in text:
         shapes = [tuple(int(n) for n in s.split(",") if n.strip()) for s in _shapes_in(text)]
         if len(shapes) >= 2 and any(len(a) == len(b) + 1 for a in shapes for b in shapes):
-            return "keepdims lost: one operand is missing the axis a sum or mean removed; reduce with keepdims=True"
+            return (
+                "keepdims lost: one operand is missing the axis a sum or mean removed; reduce with keepdims=True "
+                "(or, for a weight per row, index it [:, None] to multiply the rows)"
+            )
         return "the shapes do not line up: print each array's shape, and the shape the result must have"
     if "'NoneType' object" in text:
         return "a value is None: an optional input (a bias, a mask) or an input without a gradient function"

@@ -206,9 +206,13 @@ def learner_from(exercise, path, code):
 
 def _graded(exercise, path, code, seed):
     """(ok, kind, message): the learner's file run, its function checked, everything caught."""
+    check, piece = exercise.check, exercise.piece  # taken before the learner's file runs
     try:
-        said = exercise.check(exercise.piece, learner_from(exercise, path, code), seed=seed)
+        learner = learner_from(exercise, path, code)
+        said = check(piece, learner, seed=seed)
         sys.audit(VERIFY)
+        if not learner.calls:  # a check that never met the learner's function has graded nothing
+            raise Failed(f"{exercise.name}: your function was never called: the grader's cases were changed", "refused")
         return True, "pass", said
     except Failed as failed:
         return False, failed.kind, _text(failed)

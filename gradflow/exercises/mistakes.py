@@ -8,7 +8,8 @@ learner's gradient equal to it is that mistake. One entry per classic error:
     Softmax     only the Jacobian's diagonal, g * y * (1 - y); the sum over the wrong axis
     LayerNorm   mu and r treated as constants (the paths through the mean and the variance left out),
                 or one of the two left out
-    CrossEntropy  the probabilities alone, the one-hot target not subtracted
+    CrossEntropy  the probabilities alone, the one-hot target not subtracted; the row weights along the classes
+    Attention   the softmax's mistakes, met inside attention's backward
 """
 
 from collections.abc import Callable
@@ -60,6 +61,32 @@ def _cross_entropy_without_target(ctx, g):
     yield (p * per_row[:, None],)
 
 
+def _cross_entropy_weight_on_columns(ctx, g):
+    """the per-row weight multiplied along the classes: (N, C) * (N,) broadcasts (N,) over the columns"""
+    p, t, valid = ctx.saved_tensors
+    weight = valid * (g / max(ctx.count, 1) if ctx.reduction == "mean" else g)
+    if p.shape[0] == p.shape[1]:  # only then does numpy accept it, silently
+        dz = p.copy()
+        dz[np.arange(len(t)), t] -= 1
+        yield (dz * weight,)
+
+
+def _attention(dscores_of):
+    """Attention's backward with dscores from `dscores_of(attn, dattn)`: the softmax mistakes, met inside it."""
+
+    def wrong(ctx, g):
+        q, k, v, attn, dropped = ctx.saved_tensors
+        dv = np.swapaxes(dropped, -1, -2) @ g
+        dattn = g @ np.swapaxes(v, -1, -2)
+        if ctx.drop is not None:
+            dattn = dattn * ctx.drop
+        for dscores in dscores_of(attn, dattn):
+            dq, dk = dscores @ k * ctx.scale, np.swapaxes(dscores, -1, -2) @ q * ctx.scale
+            yield (dq, dk, dv) if len(ctx.needs_input_grad) == 3 else (dq, dk, dv, dscores)
+
+    return wrong
+
+
 MUL = (
     Mistake(
         "the operands swapped",
@@ -108,6 +135,25 @@ CROSS_ENTROPY = (
         _cross_entropy_without_target,
         "loss_n = logsumexp(z_n) - z_n[t_n] has two terms: the first gives softmax(z_n), the second -1 at the "
         "target's logit",
+    ),
+    Mistake(
+        "each row's weight multiplied along the classes",
+        _cross_entropy_weight_on_columns,
+        "row n of dL/dz is weighted by g_n (over the count for a mean): an (N,) weight times an (N, C) array "
+        "needs weight[:, None], or numpy lines it up with the C classes",
+    ),
+)
+
+ATTENTION = (
+    Mistake(
+        "only the diagonal of the softmax's Jacobian (A * (1 - A) * dA), inside attention",
+        _attention(lambda attn, dattn: [attn * (1 - attn) * dattn]),
+        SOFTMAX[0].hint,
+    ),
+    Mistake(
+        "the softmax's sum over the queries, not the keys, inside attention",
+        _attention(lambda attn, dattn: [attn * (dattn - (dattn * attn).sum(axis=-2, keepdims=True))]),
+        "each query's weights are a softmax over the keys (the last axis): the sum in its backward runs there",
     ),
 )
 

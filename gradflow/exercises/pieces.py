@@ -79,6 +79,8 @@ class Piece:
         elif not has_doc and inspect.isclass(self.owner) and self.owner.__doc__:  # a backward: the op's formulas
             head.append(textwrap.indent(f'"""{inspect.cleandoc(self.owner.__doc__)}\n"""', "    "))
         todo = f'    raise NotImplementedError("TODO: write {self.qualname}")'
+        if "ctx.saved_tensors" in source:  # how a backward reads what its forward kept, in the order kept
+            head.append("    # what forward saved, in the order it saved it: ... = ctx.saved_tensors")
         return "\n".join([*head, todo]) + "\n"
 
     def imports(self):
