@@ -18,7 +18,6 @@ import numpy as np
 import gradflow as gf
 from gradflow.exercises.diagnose import summed_to
 from gradflow.inference import filter_probs
-from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.nn import functional as F
 
 
@@ -146,9 +145,11 @@ def _causal_reach(block, x, position):
     return set(np.flatnonzero(moved).tolist())
 
 
-def _untied_extra(config):
-    untied = GPTConfig(**{**vars(config), "tie_weights": False})
-    return GPT.count_parameters(untied) - GPT.count_parameters(config)
+def _untied_extra(config, count):
+    """count: the model's parameter count of a config (the notebook passes GPT.count_parameters, since the
+    library below gradflow/cli does not import the models)."""
+    untied = type(config)(**{**vars(config), "tie_weights": False})
+    return count(untied) - count(config)
 
 
 def _last_input(model, ids, position):
@@ -624,7 +625,7 @@ EXERCISES = {
         ("if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:",),
     ),
     "06.parameter_count": Exercise(
-        lambda config: GPT.count_parameters(config),
+        lambda config, count: count(config),
         (
             "count by part: token table, position table, the blocks, the final LayerNorm",
             "a table is rows × width; each block has 12 d² weights and 13 d biases and gains (tied head: no "
@@ -701,7 +702,7 @@ EXERCISES = {
         ("cache_bytes_f64 = 2 * L * B_dec * n_kv * T * h_s * 8",),
     ),
     "06.chinchilla": Exercise(
-        lambda config: 20 * GPT.count_parameters(config),
+        lambda config, count: 20 * count(config),
         (
             "Chinchilla's rule of thumb ties the tokens to the parameters",
             "the default GPTConfig is GPT-2 small: count its parameters (the cell above does)",
@@ -817,8 +818,8 @@ EXERCISES = {
         ("my_loss = gf.nn.functional.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1))",),
     ),
     "08.train_config": Exercise(
-        lambda: GPT.count_parameters(
-            GPTConfig(vocab_size=103, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False)
+        lambda count, config_class: count(
+            config_class(vocab_size=103, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False)
         ),
         (
             "`gradflow train`'s defaults are in its --help; a GPTConfig takes the same numbers",
