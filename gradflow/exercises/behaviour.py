@@ -275,6 +275,7 @@ def merge_pair(piece, learner, seed=0):
         ([97, 98, 99], [1, 0, 0], (120, 120)),  # no occurrence of a pair of one id twice
         ([97, 97, 97, 98, 97, 97, 97, 97, 97], [1, 0, 0, 0, 0, 0, 0, 0, 0], (97, 97)),  # runs of 3 and 5
         ([97, 97, 97, 97], [1, 0, 1, 0], (97, 97)),  # a run cut by a chunk's start
+        ([97, 97, 98, 97, 97, 97, 98, 98, 97, 97, 97], [1] + [0] * 10, (97, 97)),  # 3 runs, 2nd and 3rd 5 apart
     )
     for ids, starts, pair in calls:
         given = np.array(ids)
