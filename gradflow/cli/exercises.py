@@ -17,11 +17,9 @@ is enough.
 
 import argparse
 import contextlib
-import os
 import sys
 import tempfile
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gradflow.cli.build import build_model
@@ -65,11 +63,7 @@ def run_check(args):
     args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     chosen = [find(args.name)] if args.name else list(EXERCISES)
-    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:  # a process each
-        verdicts = list(pool.map(lambda e: workspace.grade(e, args.dir, args.seed, args.timeout), chosen))
-    for e, verdict in zip(chosen, verdicts):
-        if (Path(args.dir) / workspace.file_name(e)).exists():
-            workspace.remember(e, args.dir, verdict.ok)
+    verdicts = workspace.check_all(chosen, args.dir, args.seed, args.timeout)
     results = [(e, v.ok, v.said) for e, v in zip(chosen, verdicts)]
     records = [report.record(e, v, workspace.hints_taken(e, args.dir)) for e, v in zip(chosen, verdicts)]
     if args.junit:
@@ -141,7 +135,7 @@ def run_train(args):
     args.dir = workspace.located(args.dir)
     workspace.check_has_files(args.dir)
     needed = workspace.capstone_exercises()
-    failing = [e for e in needed if not workspace.check(e, args.dir).ok]
+    failing = [e for e, verdict in zip(needed, workspace.check_all(needed, args.dir)) if not verdict.ok]
     if failing:
         raise ValueError(
             f"train: {len(failing)} of the {len(needed)} exercises a training run is made of do not pass yet "
