@@ -485,3 +485,10 @@ def test_named_mistakes_where_they_recur(tmp_path):
     )
     said = str(attempt(tmp_path, "clip_grad_norm", "    if scale < 1:\n", per_tensor + "    if False:\n"))
     assert "each gradient is clipped by its own norm" in said
+
+
+def test_the_capstone_says_what_a_gap_between_the_runs_means():
+    """The same seed and batches: a gap is rounding only while it stays near float32's few parts in 1e8."""
+    assert command._gap_in_words(0.0, 2.72).startswith("the same to the last digit")
+    assert command._gap_in_words(-2.38e-08, 2.72).startswith("float32 rounding")  # Adam's denominator in one line
+    assert command._gap_in_words(1e-4, 2.72).startswith("more than float32 rounding explains")

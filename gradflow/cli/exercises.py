@@ -163,7 +163,8 @@ def run_train(args):
                 return 1
         print(f"{who:>10}: validation loss {runs[who]['val_loss']:.4f}", flush=True)
     gap = runs["yours"]["val_loss"] - runs["gradflow's"]["val_loss"]
-    print(f"yours minus gradflow's: {gap:+.2e} (the same seed, the same batches; float32 rounding differs a little)")
+    said = _gap_in_words(gap, runs["gradflow's"]["val_loss"])
+    print(f"yours minus gradflow's: {gap:+.2e}: {said}")
     prompt = repr(args.prompt)
     print(f"\nwhat each model writes after {prompt} (the same seed, temperature {args.temperature}):")
     for who, run in runs.items():
@@ -172,6 +173,22 @@ def run_train(args):
     print(f"both loss curves: {path}")
     print(_what_you_built(needed))
     return 0
+
+
+ROUNDING = 1e-6  # of the loss: float32 rounding in another order moved it 2e-8 in 2.72 (Adam's denominator in one line)
+
+
+def _gap_in_words(gap, loss):
+    """What a difference between the two runs' validation losses means: the same seed and batches, so
+    only rounding or a piece that computes something else can move it."""
+    if gap == 0:
+        return "the same to the last digit: your pieces compute gradflow's numbers in gradflow's order"
+    if abs(gap) <= ROUNDING * abs(loss):
+        return "float32 rounding: your pieces compute the same numbers, rounded in another order"
+    return (
+        "more than float32 rounding explains (a few parts in 1e8 of the loss): one of your pieces computes "
+        "something else on inputs its check did not draw; check them again, with a few --seed values"
+    )
 
 
 def _passes_here(exercise, directory):
