@@ -224,6 +224,12 @@ def test_adam_named_mistakes(tmp_path):
     assert failed.kind == "inplace" and "update p in place" in str(failed)
     failed = attempt(tmp_path, "adam_update", "step *= lr / (1 - beta1**t)", "step *= -lr / (1 - beta1**t)")
     assert failed.kind == "sign"
+    written_out = "    denom = np.sqrt(v, out=scratch)\n    denom *= 1 / math.sqrt(1 - beta2**t)\n    denom += eps"
+    inside = "    denom = np.sqrt(v / (1 - beta2**t) + eps)"  # under the root: off by digits eps = 1e-8 never shows
+    failed = attempt(tmp_path, "adam_update", written_out, inside)
+    assert failed.kind == "eps inside the square root" and "hint: eps is added to sqrt(v_hat)" in str(failed)
+    failed = attempt(tmp_path, "adam_update", "    denom += eps", "    pass")  # NaN where a gradient was always 0
+    assert failed.kind == "eps left out" and "divides 0 by 0" in str(failed)
 
 
 def test_matmul_reports_the_2d_case_before_a_vector_operand(tmp_path):
