@@ -295,7 +295,13 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
             autograd.set_retained(self.grad_fn, self)
 
     def backward(self, grad=None, retain_graph=False):
-        """Add d(self)/d(leaf) (times `grad`, required unless self has one element) to every leaf's .grad."""
+        """Add d(self)/d(leaf) to every leaf's .grad that requires one, as PyTorch's torch.autograd.backward.
+
+        grad: dL/d(self), of self's shape; required unless self has one element (then 1). Gradients add
+        up in the leaves' .grad over backward calls until zeroed (zero_grad), so that several losses can
+        be summed. retain_graph=True keeps what the graph saved for a second backward through it; by
+        default it is freed, and a second backward says so. docs/engine.md ("Autograd") walks through it.
+        """
         autograd.backward(self, grad, retain_graph)
 
     def __len__(self):
@@ -449,6 +455,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         return kernel(ops.Relu).apply(self)
 
     def gelu(self):
+        """GPT-2's GELU, the tanh form: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2. PyTorch's default
+        is the exact erf form, F.gelu(x) (F.gelu(x, approximate="tanh") is this one)."""
         return kernel(ops.Gelu).apply(self)
 
     def silu(self):
