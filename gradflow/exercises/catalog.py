@@ -210,7 +210,7 @@ EXERCISES = (
             Piece(attention, "causal_mask"),
             "Return the (tq, tk) boolean mask, True where query i may see key j. The queries are the last tq of "
             "the tk positions (a KV cache holds the earlier ones).",
-            OnTable(("attention causal",)),
+            OnTable(("attention causal",), backward_side=False),
             (attention.allowed_keys,),
         ),
         _backward(

@@ -218,7 +218,9 @@ class OnTable:
     plain: the cases a learner gets right first, checked first and reported ("2-D cases pass; now a
     vector operand"). model: also gradcheck the 1-layer GPT with the piece inside. extra: more
     computations to run with it (fn() -> a tensor to backward from), for what the table's random
-    inputs never meet (ties). mistakes: the classic wrong backwards to name (mistakes.py).
+    inputs never meet (ties). mistakes: the classic wrong backwards to name (mistakes.py). backward_side:
+    the piece runs in backward (False for a forward piece, the causal mask: which inputs want a gradient,
+    and the scale of an upstream gradient, change nothing in it).
     """
 
     ops: tuple
@@ -226,6 +228,7 @@ class OnTable:
     model: bool = False
     extra: tuple = ()
     mistakes: tuple = ()
+    backward_side: bool = True  # runs in backward: also graded with one input requiring a gradient, at scales
 
     def __call__(self, piece, learner, seed=0):
         wrapped = (
@@ -242,14 +245,14 @@ class OnTable:
             for case in (c for c in cases if c not in first):
                 now = f"{self.plain.said} pass; now {what_is_new(case, first, self.plain)}, " if first else ""
                 gradchecked(case.fn, case.inputs(seed=seed), f"{now}on gradflow's gradcheck case {case.label}")
-            for case in [c for c in cases if len(c.shapes) > 1][:2]:
+            for case in [c for c in cases if len(c.shapes) > 1 and self.backward_side][:2]:
                 for i in range(len(case.shapes)):  # a backward must give each input it is asked for
                     inputs = case.inputs(seed=seed + 1)
                     for j, x in enumerate(inputs):
                         x.requires_grad = i == j
                     where = f"with only input {i} requiring a gradient (ctx.needs_input_grad), on {case.label}"
                     gradchecked(case.fn, inputs, where)
-            for scale in (1e-4, 30.0):
+            for scale in (1e-4, 30.0) if self.backward_side else ():
                 _at_scale(cases[0], scale, seed)
             for build in self.extra:
                 try:

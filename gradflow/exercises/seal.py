@@ -168,65 +168,88 @@ def _close_signals():
         setattr(sys.modules["_imp"], name, closed)
 
 
+def _namespaces():
+    """[(name, namespace)]: the watched modules' and gradflow's classes' (a class keeps its methods in its
+    own), found once at the seal: no module can be imported after it."""
+    spaces = []
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, types.ModuleType) and (name in WATCHED or name.startswith(("gradflow.", "numpy."))):
+            spaces.append((name, vars(module)))
+            if name.startswith("gradflow"):
+                spaces += [(f"{name}.{k}", vars(v)) for k, v in list(vars(module).items())
+                           if isinstance(v, type) and getattr(v, "__module__", None) == name]  # fmt: skip
+    return spaces
+
+
 def _watcher():
-    """(take, first_change): a snapshot of every module's namespace (and its lists, dicts and sets),
-    gradflow's classes, the threads and the signal handlers, and the first difference between two.
+    """(take, first_change): a snapshot of the watched namespaces, what gradflow's lists, tuples, dicts
+    and sets hold (the grader's data: the gradcheck table's rows, the exercises), the threads and the
+    signal handlers; and the first difference between two snapshots, in words.
 
     Everything they call is bound here, once, before the learner's file runs, and reached only
     through the hook: a learner's code that replaced a builtin, a module's function or this module's
-    own names would otherwise fool the comparison that is meant to catch it.
+    own names would otherwise fool the comparison that is meant to catch it. A snapshot is a few
+    tuples built in C (about 2 ms), since one is taken after every call of the learner's function.
     """
-    modules, module_type, getsignal, count = sys.modules, types.ModuleType, signal.getsignal, _thread._count
+    getsignal, count = signal.getsignal, _thread._count
     signals = [s for s in signal.valid_signals() if s < signal.NSIG]
-    list_, tuple_, dict_, set_, type_, id_, vars_, isinstance_ = list, tuple, dict, set, type, id, vars, isinstance
-    getattr_, map_, zip_, startswith = getattr, map, zip, str.startswith
-    watched, prefixes = frozenset(WATCHED), ("gradflow.", "numpy.")
+    tuple_, id_, map_, zip_, set_, getattr_, isinstance_ = tuple, id, map, zip, set, getattr, isinstance
+    containers, plain = (list, tuple, dict, set), (type, types.ModuleType)
+    spaces = _namespaces()
+    held, seen = [], set()  # (name, namespace, key, whether its items are objects whose fields count)
+    for name, space in spaces:
+        for key, value in list(space.items()) if name.startswith("gradflow") else ():
+            if isinstance(value, containers) and key != "__builtins__" and id(value) not in seen:
+                seen.add(id(value))
+                items = value.values() if isinstance(value, dict) else value
+                deep = any(
+                    getattr(item, "__dict__", None) is not None and not isinstance(item, plain) for item in items
+                )
+                held.append((f"{name}.{key}", space, key, deep))
 
-    def fields(item):  # what an object in the grader's data holds (a gradcheck case's function, ...)
+    def fields(item):  # what an object in the grader's data holds (a gradcheck row's function, ...)
         space = getattr_(item, "__dict__", None)
-        return () if space is None or isinstance_(item, (type_, module_type)) else tuple_(map_(id_, space.values()))
+        return () if space is None or isinstance_(item, plain) else tuple_(map_(id_, space.values()))
 
-    def contents(value):  # what a list, tuple, dict or set holds, by identity, and what those objects hold
-        if isinstance_(value, dict_):
-            return tuple_(map_(id_, value)) + tuple_(map_(id_, value.values())) + tuple_(map_(fields, value.values()))
-        if isinstance_(value, (list_, set_, tuple_)):
-            return tuple_(map_(id_, value)) + tuple_(map_(fields, value))
-        return ()
+    def contents(value, deep):  # what a container holds, by identity, and what the objects in it hold
+        items = (
+            tuple_(value.values())
+            if isinstance_(value, dict)
+            else tuple_(value)
+            if isinstance_(value, containers)
+            else ()
+        )
+        return tuple_(map_(id_, value)), tuple_(map_(id_, items)), tuple_(map_(fields, items)) if deep else ()
 
     def take():
-        spaces = {}
-        for name, module in list_(modules.items()):
-            if not isinstance_(module, module_type) or not (name in watched or startswith(name, prefixes)):
-                continue
-            found = [(name, vars_(module))]
-            if startswith(name, "gradflow"):  # a class keeps its methods in its own namespace
-                found += [(f"{name}.{k}", vars_(v)) for k, v in list_(found[0][1].items())
-                          if isinstance_(v, type_) and getattr_(v, "__module__", None) == name]  # fmt: skip
-            mine = startswith(name, "gradflow")  # gradflow's lists and dicts are the grader's data: their contents too
-            for where, space in found:
-                items = list_(space.items())
-                held = tuple_(contents(v) for k, v in items if k != "__builtins__") if mine else ()
-                spaces[where] = (tuple_(k for k, _ in items), tuple_(id_(v) for _, v in items), held)
-        return spaces, count(), tuple_(id_(getsignal(s)) for s in signals)
+        return (
+            tuple_(tuple_(space) for _, space in spaces),
+            tuple_(tuple_(map_(id_, space.values())) for _, space in spaces),
+            tuple_(contents(space.get(key), deep) for _, space, key, deep in held),
+            count(),
+            tuple_(id_(getsignal(s)) for s in signals),
+        )
 
     def first_change(before, after, exempt):
-        (spaces, threads, handlers), (now, threads_now, handlers_now) = before, after
+        if before == after:
+            return None
+        (keys, ids, contained, threads, handlers), (keys_now, ids_now, contained_now, threads_now, handlers_now) = (
+            before,
+            after,
+        )
         if threads_now != threads:
             return "your code started a thread"
         if handlers_now != handlers:
             return "your code changed a signal handler"
-        for name, (keys, ids, held) in spaces.items():
-            if name not in now:
-                return f"your code removed the module {name}"
-            if now[name] != (keys, ids, held):
-                keys_now, ids_now, held_now = now[name]
-                changed = list_(set_(keys) ^ set_(keys_now)) or [k for k, a, b in zip_(keys, ids, ids_now) if a != b]
-                changed = changed or [
-                    k for k, c, d in zip_([k for k in keys if k != "__builtins__"], held, held_now) if c != d
-                ]
-                changed = [k for k in changed if f"{name}.{k}" not in exempt]
-                if changed:
-                    return f"your code changed {name}.{changed[0]}"
+        for (name, _), k, k_now, i, i_now in zip_(spaces, keys, keys_now, ids, ids_now):
+            if k != k_now:
+                return f"your code changed {name}.{sorted(set_(k) ^ set_(k_now))[0]}"
+            changed = [key for key, a, b in zip_(k, i, i_now) if a != b and f"{name}.{key}" not in exempt]
+            if changed:
+                return f"your code changed {name}.{changed[0]}"
+        for (where, *_), c, c_now in zip_(held, contained, contained_now):
+            if c != c_now and where not in exempt:
+                return f"your code changed {where}"
         return None
 
     return take, first_change
