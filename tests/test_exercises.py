@@ -375,6 +375,8 @@ def test_json_and_junit_for_a_course(tmp_path, capsys):
     case = {c.get("name"): c for c in root.iter("testcase")}
     assert case["02_mul_backward"].find("failure") is None and case["02_mul_backward"].find("error") is None
     assert case["03_unbroadcast"].find("error") is not None and case["08_tanh_backward"].find("failure") is not None
+    said = case["08_tanh_backward"].find("failure").get("message")  # the diagnosis, not "on ... case ...:"
+    assert said in by_name["tanh_backward"]["message"] and "expected" in said and not said.endswith(":")
     suite = root.find("testsuite")
     assert suite.get("name") == "autograd basics" and (suite.get("tests"), suite.get("errors")) == ("8", "1")
 
