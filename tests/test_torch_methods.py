@@ -450,3 +450,47 @@ def test_index_fill_and_scatter_out_of_place_match_pytorch_with_gradients():
 
     for ours, theirs in zip(run(gf), run(torch)):
         assert_array_equal(ours, theirs)
+
+
+# Ops on a bool tensor (a mask), each keeping the dtype PyTorch gives: a mask made by triu stays a mask
+BOOL_CALLS = [
+    "x.triu()", "x.triu(1)", "x.tril()", "x.tril(-1)", "lib.triu(x)", "lib.tril(x, 1)", "~x.triu()", "x.flip(0)",
+    "x.roll(1, 0)", "x.roll(1)", "x.t()", "x.transpose(0, 1)", "x.reshape(9)", "x.flatten()", "x.unsqueeze(0)",
+    "x.expand(2, 3, 3)", "x.repeat(2, 1)", "lib.cat([x, x])", "lib.stack([x, x])", "x.clone()", "x[0]", "x[:, 1:]",
+    "x.masked_fill(x, False)", "lib.where(x, x, x)", "lib.zeros_like(x)", "lib.full_like(x, 1)", "x.sum()", "x.int()",
+]  # fmt: skip
+MASK = [[True, False, True], [False, True, True], [True, True, False]]
+
+
+@needs_torch
+@pytest.mark.parametrize("call", BOOL_CALLS)
+def test_an_op_on_a_bool_tensor_gives_pytorchs_dtype(call):
+    dtypes = []
+    for lib in (gf, torch):
+        x = lib.tensor(MASK)  # noqa: F841 (read by the call)
+        dtypes.append(str(eval(call).dtype).removeprefix("torch."))
+    assert dtypes[0] == dtypes[1], call
+
+
+def test_a_mask_made_by_triu_stays_a_mask():
+    """triu/tril of a bool tensor is bool (masked_fill keeps the tensor's dtype), so it indexes as a mask
+    and ~ negates it; an int tensor filled with 1.5 takes 1, as PyTorch casts the value to the tensor's dtype."""
+    above = gf.ones(3, 3, dtype=gf.bool).triu(1)
+    assert above.dtype == np.bool_ and (~above).sum().item() == 6
+    assert gf.arange(9.0).reshape(3, 3)[above].tolist() == [1.0, 2.0, 5.0]
+    filled = gf.arange(6).reshape(2, 3).masked_fill(gf.tensor([[True, False, False], [False, False, True]]), 1.5)
+    assert filled.dtype == np.int64 and filled.tolist() == [[1, 1, 2], [3, 4, 1]]
+
+
+def test_assignment_drops_a_values_leading_axes_of_size_one():
+    """logits[i] = model(X[[i]]): a (1, 27) value into a (27,) row, as PyTorch (and numpy) assign it; its
+    gradient reaches the value's inputs; an extra axis of another size is still refused in one line."""
+    w = gf.ones(2, 4, requires_grad=True)
+    rows = gf.zeros(3, 4)
+    rows[1] = (w * 3).sum(axis=0, keepdims=True)  # (1, 4) into a row
+    rows[0:2] = rows[0:2] + gf.ones(1, 2, 4)  # (1, 2, 4) into two rows
+    assert rows.tolist() == [[1.0] * 4, [7.0] * 4, [0.0] * 4]
+    rows.sum().backward()
+    assert w.grad.tolist() == [[3.0] * 4] * 2  # d(sum)/dw through row 1: 3 per element
+    with pytest.raises(ValueError, match=r"setitem: a value of shape \(2, 4\) does not fit into shape \(4,\)"):
+        rows[2] = gf.ones(2, 4)

@@ -666,7 +666,9 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     def __setitem__(self, index, value):
         """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
         with the guards of every in-place change (inplace.py)."""
-        self._update("setitem", lambda x: value, value, index=_index_arg(index), casting="unsafe")
+        index = _index_arg(index)
+        value = _leading_ones_dropped(value, self._data[index].ndim)
+        self._update("setitem", lambda x: value, value, index=index, casting="unsafe")
 
     def masked_fill(self, mask, value):
         """value where mask is True, self elsewhere; mask is boolean and broadcasts to self's shape."""
@@ -715,3 +717,12 @@ def matmul(a, b):
             f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
         ) from None
     return kernel(ops.Matmul).apply(a, b)
+
+
+def _leading_ones_dropped(value, ndim):
+    """value without its leading axes of size 1 beyond ndim: x[i] = v puts a (1, n) v into a row (n,), as
+    PyTorch's (and numpy's) assignment does; any other extra axis is left for the in-place guard to name."""
+    shape = getattr(value, "shape", None)
+    if shape is None or len(shape) <= ndim or any(n != 1 for n in shape[: len(shape) - ndim]):
+        return value
+    return value.reshape(shape[len(shape) - ndim :])

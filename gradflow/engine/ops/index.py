@@ -136,7 +136,7 @@ class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, value):
         ctx.mask = mask
-        return np.where(mask, value, x)
+        return np.where(mask, np.asarray(value).astype(x.dtype), x)  # x's dtype, as PyTorch: a bool stays bool
 
     @staticmethod
     def backward(ctx, grad):
