@@ -16,7 +16,7 @@ Start reading at engine/autograd.py.
 import sys
 from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ...
 
-from gradflow import amp, backends, cuda, distributed, fast, nn, optim, utils
+from gradflow import amp, backends, cuda, distributed, fast, nn, onnx, optim, utils
 from gradflow.amp import autocast
 from gradflow.backends import compile, get_float32_matmul_precision, set_float32_matmul_precision
 from gradflow.engine import autograd, kernels, ops
@@ -101,6 +101,7 @@ from gradflow.engine.functions import (
     floor,
     gather,
     get_num_threads,
+    histogram,
     index_select,
     inference_mode,
     is_tensor,
@@ -215,4 +216,6 @@ __all__ = [
     # PyTorch's typed constructors: torch.LongTensor([[1, 2]]), torch.FloatTensor(2, 3)
     "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor",
     "ShortTensor",
+    # what real programs import beside the model code: torch.onnx (refusing), torch.histogram
+    "onnx", "histogram",
 ]  # fmt: skip

@@ -494,3 +494,29 @@ def test_assignment_drops_a_values_leading_axes_of_size_one():
     assert w.grad.tolist() == [[3.0] * 4] * 2  # d(sum)/dw through row 1: 3 per element
     with pytest.raises(ValueError, match=r"setitem: a value of shape \(2, 4\) does not fit into shape \(4,\)"):
         rows[2] = gf.ones(2, 4)
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [{"bins": 10}, {"bins": 10, "density": True}, {"bins": 5, "range": (-1.0, 1.0)}])
+def test_histogram_matches_pytorch(options):
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    ours, theirs = gf.histogram(gf.tensor(x), **options), torch.histogram(torch.tensor(x), **options)
+    assert ours.hist.dtype == np.float32 and ours.bin_edges.shape == tuple(theirs.bin_edges.shape)
+    assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-6)
+    assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy(), rtol=1e-6)
+
+
+def test_what_real_programs_call_beside_the_model():
+    """get_worker_info in an IterableDataset (None: no worker processes), LSTM.flatten_parameters (nothing
+    to pack), a histogram with weights by hand, and torch.onnx, importable, whose export refuses in one line."""
+    assert gf.utils.data.get_worker_info() is None
+    lstm = gf.nn.LSTM(3, 4)
+    before = [p.data.copy() for p in lstm.parameters()]
+    assert lstm.flatten_parameters() is None and all(
+        np.array_equal(a, p.data) for a, p in zip(before, lstm.parameters())
+    )
+    hist, edges = gf.histogram(gf.tensor([0.0, 1.0, 1.0, 3.0]), bins=3, weight=gf.tensor([1.0, 2.0, 2.0, 0.5]))
+    assert hist.tolist() == [1.0, 4.0, 0.5] and edges.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert gf.onnx.is_in_onnx_export() is False
+    with pytest.raises(NotImplementedError, match=r"^torch.onnx.export: gradflow does not write ONNX files"):
+        gf.onnx.export(lstm, gf.zeros(2, 1, 3), "model.onnx")

@@ -10,6 +10,7 @@ Each op runs as the Tensor methods run theirs, as kernel(op).apply(...) (see ten
 import builtins
 import functools
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -310,3 +311,24 @@ def einsum(equation, *operands):
     if len(set(output)) != len(output) or not set(output) <= set(counts):
         raise ValueError(f"einsum: {equation!r}: output {output!r} must name input letters, each once")
     return kernel(ops.Einsum).apply(*operands, letters=tuple(inputs), output=output)
+
+
+class Histogram(NamedTuple):
+    """torch.histogram's result: the counts (or densities) of the bins and the bins' edges."""
+
+    hist: Tensor
+    bin_edges: Tensor
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):
+    """The histogram of input's values, outside the graph, as PyTorch's: `bins` equal bins over `range`
+    (the values' min and max by default) or the edges given; weight= counts each value by its weight;
+    density=True divides the counts so that the bars' areas sum to 1. Both tensors in input's dtype."""
+    x = as_tensor(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"histogram: input must be a floating-point tensor, got {x.dtype}")
+    edges = np.asarray(getattr(bins, "data", bins))
+    weights = None if weight is None else np.asarray(getattr(weight, "data", weight)).ravel()
+    counts, edges = np.histogram(x.data.ravel(), bins=edges if edges.ndim else int(edges), range=range,
+                                 weights=weights, density=density)  # fmt: skip
+    return Histogram(Tensor(counts.astype(x.dtype)), Tensor(edges.astype(x.dtype)))

@@ -53,6 +53,10 @@ class RecurrentLayers(Module):
             for name, shape in names:
                 setattr(self, f"{name}_l{layer}", init.uniform_(init.parameter(*shape, dtype=dtype), -bound, bound))
 
+    def flatten_parameters(self):
+        """Nothing to do: PyTorch packs the weights into one block of memory for cuDNN; here each weight
+        is its own array already (kept so that programs calling it, after a DataParallel, run)."""
+
     def weights(self, layer):
         """(W_ih, W_hh, b_ih, b_hh) of one layer; the biases None without bias."""
         names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")

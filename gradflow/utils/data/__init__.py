@@ -20,9 +20,9 @@ dataset.py (Dataset, IterableDataset, TensorDataset, Subset, random_split), samp
 dataloader.py (DataLoader, default_collate).
 """
 
-from gradflow.utils.data.dataloader import DataLoader, default_collate
+from gradflow.utils.data.dataloader import DataLoader, default_collate, get_worker_info
 from gradflow.utils.data.dataset import Dataset, IterableDataset, Subset, TensorDataset, random_split
 from gradflow.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["BatchSampler", "DataLoader", "Dataset", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler"]
-__all__ += ["Subset", "TensorDataset", "default_collate", "random_split"]
+__all__ += ["Subset", "TensorDataset", "default_collate", "get_worker_info", "random_split"]

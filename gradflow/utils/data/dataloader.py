@@ -12,6 +12,12 @@ from gradflow.utils.data.dataset import IterableDataset
 from gradflow.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
+def get_worker_info():
+    """None, PyTorch's answer in the main process: the examples are read here, never by worker processes,
+    so an IterableDataset that splits its stream between workers reads all of it, once."""
+    return None
+
+
 def default_collate(batch):
     """A list of examples as one batch, by the examples' kind (PyTorch's rules): tensors and numpy arrays
     are stacked along a new first axis; Python floats become a float64 tensor, ints an int64 one; strings
