@@ -940,6 +940,50 @@ def test_transformer_encoder_beside_pytorch(float64, options, masks):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
 
 
+@needs_torch
+@pytest.mark.parametrize("masks", ["causal target", "padding"])
+@pytest.mark.parametrize("options", ENCODER, ids=str)
+def test_the_whole_transformer_beside_pytorch(float64, options, masks):
+    """nn.Transformer (encoder and decoder stacks, each with its final LayerNorm) from PyTorch's weights: the
+    output and the gradients of the source and the target, with a causal target mask or padding."""
+    torch.manual_seed(0)
+    reference = torch.nn.Transformer(8, 2, 2, 2, 16, dropout=0.0, dtype=torch.float64, **options)
+    model = gf.nn.Transformer(8, 2, 2, 2, 16, dropout=0.0, **options)
+    assert list(model.state_dict()) == list(reference.state_dict())
+    model.load_state_dict({k: v.detach().numpy() for k, v in reference.state_dict().items()})
+    rng = np.random.default_rng(2)
+    first = options.get("batch_first")
+    src, tgt = (
+        rng.standard_normal((3, 5, 8) if first else (5, 3, 8)),
+        rng.standard_normal((3, 4, 8) if first else (4, 3, 8)),
+    )
+    padding = np.zeros((3, 5), dtype=bool)
+    padding[:, -1] = True
+    results = []
+    for lib, module in ((gf, model), (torch, reference)):
+        s, t = lib.tensor(src, requires_grad=True), lib.tensor(tgt, requires_grad=True)
+        if masks == "padding":
+            y = module(s, t, src_key_padding_mask=lib.tensor(padding), memory_key_padding_mask=lib.tensor(padding))
+        else:
+            y = module(s, t, tgt_mask=lib.nn.Transformer.generate_square_subsequent_mask(4, dtype=lib.float64))
+        (y * y).sum().backward()
+        results.append([as_array(y), as_array(s.grad), as_array(t.grad)])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_the_transformers_mask_and_decoder_gradcheck(float64):
+    """generate_square_subsequent_mask is PyTorch's (-inf above the diagonal, float32); a decoder layer
+    gradchecks in its target and its memory."""
+    mask = gf.nn.Transformer.generate_square_subsequent_mask(3)
+    assert mask.dtype == np.float32 and mask.tolist() == [[0.0, -np.inf, -np.inf], [0.0, 0.0, -np.inf], [0.0] * 3]
+    decoder = gf.nn.TransformerDecoder(gf.nn.TransformerDecoderLayer(4, 2, 8, dropout=0.0), 2, gf.nn.LayerNorm(4))
+    rng = np.random.default_rng(7)
+    tgt, memory = (gf.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 2, 4), (5, 2, 4)))
+    causal = gf.nn.Transformer.generate_square_subsequent_mask(3, dtype=np.float64)
+    assert gf.gradcheck(lambda t, m: decoder(t, m, tgt_mask=causal), tgt, memory)
+
+
 def test_transformer_encoder_gradcheck_and_copies(float64):
     layer = gf.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0)
     encoder = gf.nn.TransformerEncoder(layer, 2)

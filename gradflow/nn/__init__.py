@@ -5,7 +5,8 @@ cross_entropy, layer_norm, attention, ...), each one call to an op of gradflow/e
 the Modules here hold the parameters and call F. Read layers.py first, then attention.py (GPT-2's
 attention); kv_cache.py and general_attention.py add decoding, masks, grouped-query heads and RoPE.
 activations.py and losses.py wrap F's functions as Modules, recurrent.py holds RNN, GRU and LSTM,
-batchnorm.py BatchNorm1d, encoder.py PyTorch's MultiheadAttention and TransformerEncoder(Layer),
+batchnorm.py BatchNorm1d, encoder.py PyTorch's MultiheadAttention and TransformerEncoder(Layer), decoder.py
+TransformerDecoder(Layer) and the whole nn.Transformer,
 and utils.py clips gradients, with PyTorch's names, so PyTorch model code runs as written.
 Built on the engine only: nothing here knows of training, text or the command line.
 """
@@ -32,6 +33,7 @@ from gradflow.nn.activations import (
 from gradflow.nn.attention import CausalSelfAttention
 from gradflow.nn.batchnorm import BatchNorm1d
 from gradflow.nn.blocks import TransformerBlock
+from gradflow.nn.decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 from gradflow.nn.encoder import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from gradflow.nn.ffn import MLP, SwiGLU
 from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
@@ -56,4 +58,5 @@ __all__ = [
     "Parameter", "RMSNorm", "RNN", "ReLU", "ReLU6", "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid",
     "SinusoidalPositionalEncoding", "Softmax", "Softplus", "SwiGLU", "Tanh", "TransformerBlock", "TransformerEncoder",
     "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
 ]  # fmt: skip

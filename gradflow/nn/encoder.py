@@ -101,6 +101,14 @@ class MultiheadAttention(Module):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
 
 
+def activation_of(op, activation):
+    """The feed-forward net's activation: "relu", "gelu" (PyTorch's exact erf form) or a function."""
+    activations = {"relu": F.relu, "gelu": F.gelu}
+    if isinstance(activation, str) and activation not in activations:
+        raise ValueError(f"{op}: activation must be 'relu', 'gelu' or a function, got {activation!r}")
+    return activations[activation] if isinstance(activation, str) else activation
+
+
 class TransformerEncoderLayer(Module):
     """PyTorch's nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
     activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
@@ -109,11 +117,6 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, dtype=None):  # fmt: skip
         super().__init__()
-        activations = {"relu": F.relu, "gelu": F.gelu}
-        if isinstance(activation, str) and activation not in activations:
-            raise ValueError(
-                f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or a function, got {activation!r}"
-            )
         self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
         self.dropout = Dropout(dropout)
@@ -122,7 +125,7 @@ class TransformerEncoderLayer(Module):
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        self.activation = activations[activation] if isinstance(activation, str) else activation
+        self.activation = activation_of("TransformerEncoderLayer", activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = as_tensor(src)
@@ -131,14 +134,15 @@ class TransformerEncoderLayer(Module):
             out, _ = self.self_attn(x, x, x, src_key_padding_mask, False, src_mask, is_causal=is_causal)
             return self.dropout1(out)
 
-        def feed_forward(x):
-            return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
         if self.norm_first:
             x = x + attend(self.norm1(x))
-            return x + feed_forward(self.norm2(x))
+            return x + self.dropout2(self.feed_forward(self.norm2(x)))
         x = self.norm1(x + attend(x))
-        return self.norm2(x + feed_forward(x))
+        return self.norm2(x + self.dropout2(self.feed_forward(x)))
+
+    def feed_forward(self, x):
+        """linear2(dropout(activation(linear1(x)))): the layer's position-wise feed-forward net."""
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
 class TransformerEncoder(Module):
