@@ -500,3 +500,21 @@ def test_the_capstone_says_what_a_gap_between_the_runs_means():
     assert command._gap_in_words(0.0, 2.72).startswith("the same to the last digit")
     assert command._gap_in_words(-2.38e-08, 2.72).startswith("float32 rounding")  # Adam's denominator in one line
     assert command._gap_in_words(1e-4, 2.72).startswith("more than float32 rounding explains")
+
+
+def test_a_bad_seed_timeout_or_restore_is_one_line(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    workspace.start(ws)
+    for argv, said in (
+        (("check", "--dir", str(ws), "--seed", "-1"), "argument --seed: a seed is from 0 to 2^31 - 1, got -1"),
+        (("check", "--dir", str(ws), "--timeout", "0"), "argument --timeout: seconds from more than 0 to 3600, got 0"),
+        (("start", str(ws), "--restore", "nosuch"), "no exercise named 'nosuch'"),
+        (("start", str(tmp_path / "none"), "--restore", "mul_backward"), "is not a folder"),
+    ):
+        capsys.readouterr()
+        try:
+            status = gradflow(*argv)
+        except SystemExit as refused:  # the parser's own refusal, as the command line exits with it
+            status = refused.code
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1 and said in err, err

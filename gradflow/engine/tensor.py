@@ -667,7 +667,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         """x[index] = value, in place: indexed and masked assignment (x[x < v] = -inf), as in PyTorch,
         with the guards of every in-place change (inplace.py)."""
         index = _index_arg(index)
-        value = _leading_ones_dropped(value, self._data[index].ndim)
+        if getattr(value, "ndim", 0) > 1 and value.shape[0] == 1:  # only then can it have axes to drop
+            value = _leading_ones_dropped(value, self._data[index].ndim)
         self._update("setitem", lambda x: value, value, index=index, casting="unsafe")
 
     def masked_fill(self, mask, value):
