@@ -99,13 +99,21 @@ def _check_order(got, expected, root):
 # --- training ----------------------------------------------------------------------------------------
 
 
-def _by_hand(start, grads, lr, betas, eps, corrected=True, eps_inside=False):
-    """Adam's steps written out, with or without the bias correction (the first step cancels it out) and
-    with eps inside the square root or outside: the classic wrong versions, to name them."""
-    p, m, v = start.copy(), 0.0, 0.0
+def _by_hand(
+    start, grads, lr, betas, eps, weight_decay=0.0, decoupled=False, amsgrad=False, corrected=True, eps_inside=False
+):
+    """Adam's steps written out (L2 decay through the gradient, or AdamW's decoupled decay of the weight;
+    AMSGrad's running maximum of v), with or without the bias correction (the first step cancels it out)
+    and with eps inside the square root or outside: the classic wrong versions, to name them."""
+    p, m, v, v_max = start.copy(), 0.0, 0.0, 0.0
     for t, g in enumerate(grads, 1):
+        if decoupled:
+            p *= 1 - lr * weight_decay
+        else:
+            g = g + weight_decay * p
         m, v = betas[0] * m + (1 - betas[0]) * g, betas[1] * v + (1 - betas[1]) * g * g
-        m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if corrected else (m, v)
+        v_max = np.maximum(v_max, v) if amsgrad else v
+        m_hat, v_hat = (m / (1 - betas[0] ** t), v_max / (1 - betas[1] ** t)) if corrected else (m, v_max)
         with np.errstate(divide="ignore", invalid="ignore"):
             p -= lr * m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
     return p
@@ -168,8 +176,8 @@ def adam_update(piece, learner, seed=0):
                              "p = p - ... makes a new array that the parameter never sees", "inplace")  # fmt: skip
             # to the last digits float64 rounding leaves: a mistake shows in digits a looser test would miss
             wrong = not np.allclose(mine.data, ref.data, rtol=1e-10, atol=1e-13)
-            plain_adam = wrong and not decay and not amsgrad  # the mistakes are written out for plain Adam
-            mistake = _closest_mistake(mine.data, ref.data, start, grads[:t], settings) if plain_adam else None
+            written_out = dict(settings, weight_decay=decay, decoupled=kind is AdamW, amsgrad=amsgrad)
+            mistake = _closest_mistake(mine.data, ref.data, start, grads[:t], written_out) if wrong else None
             if mistake:
                 name, hint = mistake
                 raise Failed(f"the parameter after {label} is Adam's with {name}.\n  hint: {hint}", name)

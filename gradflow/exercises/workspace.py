@@ -130,33 +130,39 @@ def load(exercise, directory):
     return isolation.learner_from(exercise, path, isolation.compiled(path))
 
 
-def grade(exercise, directory, seed=None, timeout=isolation.TIMEOUT):
-    """Grade one exercise in a process of its own (isolation.py), on inputs drawn from `seed` (a fresh
-    one when None): an isolation.Verdict. Grades of different exercises may run at the same time."""
-    seed = secrets.randbelow(2**31) if seed is None else seed
-    try:
-        path = path_of(exercise, directory)
-        if path.read_text(errors="replace") == file_text(exercise):  # as `start` wrote it: nothing to run
-            return isolation.Verdict(False, still_todo(exercise.piece.qualname, path), seed)
-        return isolation.grade(exercise, path, seed, timeout)
-    except Failed as failed:
-        return isolation.Verdict(False, failed, seed)
-
-
 def check(exercise, directory, seed=None, timeout=isolation.TIMEOUT):
     """Grade one exercise and remember the result in the progress file: the isolation.Verdict."""
     return check_all([exercise], directory, seed, timeout)[0]
 
 
 def check_all(exercises, directory, seed=None, timeout=isolation.TIMEOUT):
-    """Grade the exercises, as many at a time as there are cores (a process each), and remember each
-    result in the progress file: their isolation.Verdicts, in order."""
-    with ThreadPoolExecutor(max_workers=max(1, min(len(exercises), os.cpu_count() or 1))) as pool:
-        verdicts = list(pool.map(lambda e: grade(e, directory, seed, timeout), exercises))
+    """Grade the exercises on inputs drawn from `seed` (a fresh one each when None), each in a process
+    of its own (isolation.py), as many at a time as there are cores, and remember each result in the
+    progress file: their isolation.Verdicts, in order."""
+    seeds = [secrets.randbelow(2**31) if seed is None else seed for _ in exercises]
+    # Read the files and write the stubs here, one at a time: only the waits for the processes run in
+    # threads (CPython 3.11's ast.parse, which inspect.getsource calls for a stub, is not thread-safe).
+    to_run = [_to_run(e, directory, s) for e, s in zip(exercises, seeds)]
+    waits = [(e, path, s) for e, (path, _), s in zip(exercises, to_run, seeds) if path]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(waits), os.cpu_count() or 1))) as pool:
+        graded = iter(list(pool.map(lambda wait: isolation.grade(*wait, timeout), waits)))
+    verdicts = [next(graded) if path else verdict for path, verdict in to_run]
     for exercise, verdict in zip(exercises, verdicts):  # one at a time: the progress file is one file
         if (Path(directory) / file_name(exercise)).exists():
             remember(exercise, directory, verdict.ok)
     return verdicts
+
+
+def _to_run(exercise, directory, seed):
+    """(the learner's file, None) when it has something to grade, else (None, its Verdict): no file,
+    or the file as `start` wrote it."""
+    try:
+        path = path_of(exercise, directory)
+    except Failed as failed:
+        return None, isolation.Verdict(False, failed, seed)
+    if path.read_text(errors="replace") == file_text(exercise):
+        return None, isolation.Verdict(False, still_todo(exercise.piece.qualname, path), seed)
+    return path, None
 
 
 def digest(path):
