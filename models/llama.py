@@ -7,7 +7,7 @@ x_l = x_(l-1) + Attn(RMSNorm(x_(l-1)))            causal grouped-query attention
 x_l = x_l + SwiGLU(RMSNorm(x_l))                  down(silu(gate(x)) * up(x))
 logits = RMSNorm(x_L) W_head^T                    W_head = E when the embeddings are tied
 
-Each block is an nn.TransformerBlock (gradflow/nn/blocks.py) around nn.MultiHeadAttention
+Each block is an nn.TransformerBlock (gradflow/nn/blocks.py) around nn.GeneralAttention
 (gradflow/nn/general_attention.py), the attention with grouped-query heads and RoPE.
 
 `from_gguf` loads pretrained weights from a llama.cpp GGUF file, and `smollm2_instruct()` gives

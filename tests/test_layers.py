@@ -52,7 +52,7 @@ def test_attention_gradcheck(name, float64):
     kwargs = dict(ATTENTION[name])
     n_kv = kwargs.pop("n_kv_heads", None)
     rope = nn.RotaryEmbedding(2) if kwargs.pop("rope", False) else None
-    attn = nn.MultiHeadAttention(8, 4, n_kv_heads=n_kv, rope=rope)
+    attn = nn.GeneralAttention(8, 4, n_kv_heads=n_kv, rope=rope)
     check_layer(attn, gf.randn(2, 5, 8, requires_grad=True), fn=lambda x: attn(x, **kwargs))
 
 
@@ -68,7 +68,7 @@ def copy_weights(to, source):
 
 
 def test_causal_self_attention_is_the_general_layer_made_causal(float64):
-    plain, general = nn.CausalSelfAttention(8, 2), nn.MultiHeadAttention(8, 2)
+    plain, general = nn.CausalSelfAttention(8, 2), nn.GeneralAttention(8, 2)
     copy_weights(general, plain)
     x = gf.randn(2, 5, 8)
     np.testing.assert_array_equal(plain(x).data, general(x, causal=True).data)
@@ -82,8 +82,32 @@ def test_causal_self_attention_decodes_with_a_cache_as_over_the_whole_sequence(f
     assert cache.length == 5
 
 
+def test_the_two_attention_layers_read_a_boolean_mask_each_its_own_way(float64):
+    """gradflow's GeneralAttention: True = may attend; PyTorch's MultiheadAttention: True = masked out."""
+    ours, theirs = nn.GeneralAttention(4, 2), nn.MultiheadAttention(4, 2, batch_first=True)
+    for proj, w, b in zip(
+        (ours.q_proj, ours.k_proj, ours.v_proj), theirs.in_proj_weight.chunk(3), theirs.in_proj_bias.chunk(3)
+    ):
+        proj.weight.data, proj.bias.data = w.data.copy(), b.data.copy()
+    copy_weights(ours.o_proj, theirs.out_proj)
+    may_attend = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], dtype=bool)
+    x = gf.randn(2, 3, 4)
+    np.testing.assert_allclose(
+        ours(x, mask=may_attend).data, theirs(x, x, x, attn_mask=~may_attend)[0].data, atol=1e-12
+    )
+    assert not np.allclose(ours(x, mask=may_attend).data, theirs(x, x, x, attn_mask=may_attend)[0].data)
+
+
+def test_the_spelling_one_capital_letter_from_pytorchs_layer_is_refused_naming_both():
+    with pytest.raises(AttributeError, match=r"^gradflow.nn has no MultiHeadAttention: .*nn.MultiheadAttention .*"
+                       r"True = masked out.*nn.GeneralAttention \(True = may attend\)$"):  # fmt: skip
+        nn.MultiHeadAttention  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'MultiHeadAttentio'"):
+        nn.MultiHeadAttentio  # noqa: B018
+
+
 def test_cross_attention_gradcheck_wrt_queries_context_and_weights(float64):
-    attn = nn.MultiHeadAttention(8, 2)
+    attn = nn.GeneralAttention(8, 2)
     x, ctx = gf.randn(2, 3, 8, requires_grad=True), gf.randn(2, 6, 8, requires_grad=True)
     fn = lambda x, c, *ps: attn(x, context=c, lengths=[6, 4])  # noqa: E731
     assert gf.gradcheck(fn, x, ctx, *attn.parameters())
@@ -152,7 +176,7 @@ def test_rope_rotates_a_pair_by_position_times_theta(float64):
 
 
 def test_self_attention_without_positions_is_permutation_equivariant(float64):
-    attn = nn.MultiHeadAttention(8, 2)
+    attn = nn.GeneralAttention(8, 2)
     x = gf.randn(1, 6, 8)
     perm = np.array([3, 0, 5, 1, 4, 2])
     np.testing.assert_allclose(attn(x[:, perm]).data, attn(x).data[:, perm], atol=1e-12)
@@ -166,7 +190,7 @@ def test_sinusoidal_table_values():
 
 
 def test_causal_mask_has_no_leakage(float64):
-    attn = nn.MultiHeadAttention(8, 2)
+    attn = nn.GeneralAttention(8, 2)
     x = gf.randn(1, 6, 8)
     y = attn(x, causal=True).data
     changed = x.data.copy()
@@ -177,7 +201,7 @@ def test_causal_mask_has_no_leakage(float64):
 
 
 def test_padding_positions_never_change_the_others(float64):
-    attn = nn.MultiHeadAttention(8, 2)
+    attn = nn.GeneralAttention(8, 2)
     x = gf.randn(2, 5, 8)
     y = attn(x, lengths=[5, 3]).data
     changed = x.data.copy()
@@ -188,8 +212,8 @@ def test_padding_positions_never_change_the_others(float64):
 
 
 def test_grouped_query_equals_attention_with_repeated_kv_heads(float64):
-    gqa = nn.MultiHeadAttention(8, 4, n_kv_heads=2, bias=False)
-    full = nn.MultiHeadAttention(8, 4, bias=False)
+    gqa = nn.GeneralAttention(8, 4, n_kv_heads=2, bias=False)
+    full = nn.GeneralAttention(8, 4, bias=False)
     full.q_proj.weight.data = gqa.q_proj.weight.data
     full.o_proj.weight.data = gqa.o_proj.weight.data
     hs = 2  # kv head j serves query heads 2j and 2j+1: repeat its rows in the projection
@@ -201,7 +225,7 @@ def test_grouped_query_equals_attention_with_repeated_kv_heads(float64):
 
 
 def test_attention_weights_are_kept_for_pictures(float64):
-    attn = nn.MultiHeadAttention(8, 2)
+    attn = nn.GeneralAttention(8, 2)
     attn(gf.randn(1, 4, 8), causal=True, need_weights=True)
     w = attn.weights.data
     assert w.shape == (1, 2, 4, 4)
@@ -214,7 +238,7 @@ def test_attention_weights_are_kept_for_pictures(float64):
 
 
 def test_kv_cache_memory_formula(float64):
-    attn, cache = nn.MultiHeadAttention(8, 4, n_kv_heads=2), nn.KVCache()
+    attn, cache = nn.GeneralAttention(8, 4, n_kv_heads=2), nn.KVCache()
     with gf.no_grad():
         attn(gf.randn(3, 7, 8), causal=True, cache=cache)
     assert cache.length == 7
@@ -223,15 +247,15 @@ def test_kv_cache_memory_formula(float64):
 
 def test_layer_errors():
     with pytest.raises(ValueError, match="d_model 10 is not divisible by n_heads 4"):
-        nn.MultiHeadAttention(10, 4)
+        nn.GeneralAttention(10, 4)
     with pytest.raises(ValueError, match="CausalSelfAttention: d_model 10 is not divisible by n_heads 4"):
         nn.CausalSelfAttention(10, 4)
     with pytest.raises(ValueError, match="n_heads 4 is not divisible by n_kv_heads 3"):
-        nn.MultiHeadAttention(8, 4, n_kv_heads=3)
+        nn.GeneralAttention(8, 4, n_kv_heads=3)
     with pytest.raises(ValueError, match="positions 6..9 do not fit in max_len 8"):
         nn.LearnedPositionalEncoding(8, 4)(gf.zeros(1, 4, 4), offset=6)
     with pytest.raises(ValueError, match="lengths \\[6\\] must lie in \\[0, 5\\]"):
-        nn.MultiHeadAttention(8, 2)(gf.zeros(1, 5, 8), lengths=[6])
+        nn.GeneralAttention(8, 2)(gf.zeros(1, 5, 8), lengths=[6])
     with pytest.raises(ValueError, match="activation must be one of"):
         nn.MLP(4, 8, activation="tanh")
     with pytest.raises(ValueError, match="needs a context"):

@@ -16,7 +16,7 @@ from gradflow.engine.tensor import Tensor
 from gradflow.exercises.checks import compared_function, gradchecked, table_cases
 from gradflow.exercises.diagnose import Failed, compare, sizes_of, within
 from gradflow.nn import functional as F
-from gradflow.nn.general_attention import MultiHeadAttention
+from gradflow.nn.general_attention import GeneralAttention
 from gradflow.nn.kv_cache import KVCache
 from gradflow.nn.module import Parameter
 from gradflow.optim import Adam, AdamW, WarmupCosine
@@ -383,5 +383,5 @@ def kv_cache_append(piece, learner, seed=0):
 
 def _attention_layer():
     manual_seed(0)
-    layer = MultiHeadAttention(4, 2, dtype=np.float64)
+    layer = GeneralAttention(4, 2, dtype=np.float64)
     return layer, Tensor(np.random.default_rng(4).standard_normal((2, 5, 4)))

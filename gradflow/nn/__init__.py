@@ -11,7 +11,7 @@ and utils.py clips gradients, with PyTorch's names, so PyTorch model code runs a
 Built on the engine only: nothing here knows of training, text or the command line.
 """
 
-from gradflow.nn import init, lora, utils
+from gradflow.nn import init, lora, modules, parameter, utils
 from gradflow.nn.activations import (
     ELU,
     GELU,
@@ -36,7 +36,7 @@ from gradflow.nn.blocks import TransformerBlock
 from gradflow.nn.decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 from gradflow.nn.encoder import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from gradflow.nn.ffn import MLP, SwiGLU
-from gradflow.nn.general_attention import MultiHeadAttention, padding_mask
+from gradflow.nn.general_attention import GeneralAttention, padding_mask
 from gradflow.nn.kv_cache import KVCache
 from gradflow.nn.layers import Dropout, Embedding, Flatten, LayerNorm, Linear, RMSNorm
 from gradflow.nn.lora import LoRALinear
@@ -54,9 +54,20 @@ __all__ = [
     "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "CausalSelfAttention", "CrossEntropyLoss", "Dropout", "ELU",
     "Embedding", "Flatten", "GELU", "GLU", "GRU", "Hardtanh", "Identity", "KLDivLoss", "KVCache", "L1Loss", "LSTM",
     "LayerNorm", "LeakyReLU", "LearnedPositionalEncoding", "Linear", "LoRALinear", "LogSigmoid", "LogSoftmax", "MLP",
-    "MSELoss", "Mish", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention", "MultiheadAttention", "NLLLoss",
+    "MSELoss", "Mish", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
     "Parameter", "RMSNorm", "RNN", "ReLU", "ReLU6", "RotaryEmbedding", "Sequential", "SiLU", "Sigmoid",
     "SinusoidalPositionalEncoding", "Softmax", "Softplus", "SwiGLU", "Tanh", "TransformerBlock", "TransformerEncoder",
     "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
-    "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "GeneralAttention",
 ]  # fmt: skip
+
+
+def __getattr__(name):
+    # PyTorch has no nn.MultiHeadAttention: the spelling one capital letter from nn.MultiheadAttention
+    # is refused, so that neither layer's mask convention is ever taken for the other's.
+    if name == "MultiHeadAttention":
+        raise AttributeError(
+            "gradflow.nn has no MultiHeadAttention: PyTorch's layer is nn.MultiheadAttention (boolean masks "
+            "True = masked out), gradflow's own is nn.GeneralAttention (True = may attend)"
+        )
+    raise AttributeError(f"module 'gradflow.nn' has no attribute {name!r}")

@@ -10,7 +10,7 @@ The softmax, the mask and the weighted sum are one fused op, F.scaled_dot_produc
 
 Read after nn/layers.py and before models/gpt.py (README.md gives the reading order). Beside it:
 kv_cache.py keeps the keys and values of earlier tokens for decoding, and general_attention.py
-holds nn.MultiHeadAttention, the general layer (cross-attention, padding, grouped-query heads,
+holds nn.GeneralAttention, the general layer (cross-attention, padding, grouped-query heads,
 RoPE) that Llama and the 2017 Transformer use.
 """
 

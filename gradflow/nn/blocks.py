@@ -13,7 +13,7 @@ Llama's (models/llama.py) and the 2017 Transformer's (models/transformer.py).
 from functools import partial
 
 from gradflow.nn.ffn import MLP, SwiGLU
-from gradflow.nn.general_attention import MultiHeadAttention
+from gradflow.nn.general_attention import GeneralAttention
 from gradflow.nn.layers import LayerNorm, RMSNorm
 from gradflow.nn.module import Module
 
@@ -56,13 +56,13 @@ class TransformerBlock(Module):
         self.norm_first = norm_first
         attn_bias = bias if attn_bias is None else attn_bias
         self.attn_norm = make_norm(norm, d_model, eps, dtype)
-        self.attn = MultiHeadAttention(
+        self.attn = GeneralAttention(
             d_model, n_heads, n_kv_heads, bias=attn_bias, out_bias=bias, rope=rope, dropout=dropout, dtype=dtype
         )
         self.cross_attn = None
         if cross_attention:
             self.cross_norm = make_norm(norm, d_model, eps, dtype)
-            self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads, bias=bias, dropout=dropout, dtype=dtype)
+            self.cross_attn = GeneralAttention(d_model, n_heads, n_kv_heads, bias=bias, dropout=dropout, dtype=dtype)
         self.ffn_norm = make_norm(norm, d_model, eps, dtype)
         if ffn == "swiglu":
             self.ffn = SwiGLU(d_model, d_ff, bias=bias, dropout=dropout, dtype=dtype)

@@ -32,8 +32,12 @@ def padding_mask(lengths, n_keys):
     return (np.arange(n_keys) < lengths[:, None])[:, None, None, :]
 
 
-class MultiHeadAttention(Module):
-    """Multi-head attention with separate q/k/v/o projections (checkpoint names q_proj ... o_proj).
+class GeneralAttention(Module):
+    """Multi-head attention in general, with separate q/k/v/o projections (checkpoint names q_proj ... o_proj).
+
+    Its boolean masks read True as "may attend", as F.scaled_dot_product_attention's do. PyTorch's
+    nn.MultiheadAttention (encoder.py, PyTorch's arguments and weights) reads True as "masked out";
+    the two names differ by more than a capital letter so that one is never taken for the other.
 
     forward(x, context=None, causal=False, mask=None, lengths=None, cache=None, need_weights=False)
       x: (B, T, d_model) queries; context: (B, S, d_model) keys and values for cross-attention
@@ -47,9 +51,9 @@ class MultiHeadAttention(Module):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if d_model % n_heads:
-            raise ValueError(f"MultiHeadAttention: d_model {d_model} is not divisible by n_heads {n_heads}")
+            raise ValueError(f"GeneralAttention: d_model {d_model} is not divisible by n_heads {n_heads}")
         if n_heads % n_kv_heads:
-            raise ValueError(f"MultiHeadAttention: n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+            raise ValueError(f"GeneralAttention: n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         kv_dim = n_kv_heads * self.head_dim
@@ -97,10 +101,10 @@ class MultiHeadAttention(Module):
         (as it is, 4-D, when each key/value head serves one query head)."""
         mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape) if mask.ndim < 4 else mask
         if mask.ndim != 4:
-            raise ValueError(f"MultiHeadAttention: mask must broadcast to (B, n_heads, T, S), got shape {mask.shape}")
+            raise ValueError(f"GeneralAttention: mask must broadcast to (B, n_heads, T, S), got shape {mask.shape}")
         heads = mask.shape[1]
         if heads not in (1, self.n_heads):
-            raise ValueError(f"MultiHeadAttention: mask has {heads} heads on axis 1, the layer has {self.n_heads}")
+            raise ValueError(f"GeneralAttention: mask has {heads} heads on axis 1, the layer has {self.n_heads}")
         if self.n_heads == self.n_kv_heads:
             return mask
         if heads == 1:

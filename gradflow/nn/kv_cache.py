@@ -2,7 +2,7 @@
 
 The query of token t reads the keys and values of tokens 0 .. t; those of 0 .. t-1 were computed at
 earlier steps, so each attention layer keeps them (`cache=` of nn.CausalSelfAttention and
-nn.MultiHeadAttention) and appends only the new token's. models/decoder.py gives a model one cache
+nn.GeneralAttention) and appends only the new token's. models/decoder.py gives a model one cache
 per block (`new_cache`); gradflow/inference/generate.py decodes with them.
 """
 
