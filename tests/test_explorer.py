@@ -78,7 +78,10 @@ def test_attention_opens_into_scores_scale_mask_softmax_and_product():
     ops = [inside["nodes"][u]["name"] for u in inside["steps"]]
     assert ops == ["permute", "matmul", "mul", "masked_fill", "softmax", "matmul"]
     named = [inside["nodes"][inside["nodes"][u]["output"]]["name"] for u in inside["steps"]]
-    assert named == ["", "q k^T", "scores", "masked", "weights", "out"]  # the reference's steps, by name
+    # the reference's steps, by name; its output keeps the name it has outside, as its inputs do
+    assert named == ["", "q k^T", "scores", "masked", "weights", "attention(query, …)"]
+    leaves = {n["name"] for n in inside["nodes"].values() if n["kind"] == "tensor" and n["tkind"] == "leaf"}
+    assert "query" in leaves and "x" not in leaves
     opened = views(page)[inside["nodes"][inside["steps"][4]]["view"]]  # the softmax opens in turn
     assert [opened["nodes"][u]["name"] for u in opened["steps"]] == ["sub", "exp", "sum", "div"]
     scores = inside["nodes"][inside["nodes"][inside["steps"][1]]["output"]]

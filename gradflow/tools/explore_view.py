@@ -19,8 +19,8 @@ from gradflow.engine.autograd import _as_grad_tuple, _input_grad, retain_grads
 from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
 from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
-from gradflow.tools.explore_data import SMALL, stats, summary
-from gradflow.tools.explore_names import expression
+from gradflow.tools.explore_data import stats, summary
+from gradflow.tools.explore_names import NAME, expression, short
 from gradflow.tools.explore_worked import worked
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
 
@@ -89,6 +89,12 @@ class Exploration:
         g.infos = {}
         for op in ops:  # in data-flow order, so that naming a tensor never recurses far for its inputs' names
             self.title(g, output[op])
+        # a module that handed on two tensors (one rope module turning q, then k) cannot name both "rope out"
+        g.twice = {m for m, n in g.module_outs.items() if n > 1}
+        if g.twice:
+            g.titles, g.module_outs = {}, {}
+            for op in ops:
+                self.title(g, output[op])
         top = shared_scope([op.scope for op in ops]) if ops else ()
         return self.view(g, top, title, parent)
 
@@ -192,13 +198,27 @@ class Exploration:
             g.titles[id(t)] = self.name(t) or (f"{t.data.item():.4g}" if t.data.size == 1 else "constant")
             if not self.name(t) and op is not None:
                 leaves = op.scope[len(home)] if len(op.scope) > len(home) else None
-                if id(leaves) in self.module_names:
+                if id(leaves) in self.module_names and id(leaves) not in g.twice:
                     g.titles[id(t)] = f"{self.module_names[id(leaves)]} out"
+                    g.module_outs[id(leaves)] = g.module_outs.get(id(leaves), 0) + 1
+                elif id(leaves) in self.module_names:  # named by the module and the named tensor it turned
+                    g.titles[id(t)] = f"{self.module_names[id(leaves)].split('.')[-1]}({short(self.source(g, t))})"
                 elif op.name in REARRANGES and self.read_as(g, t):
                     g.titles[id(t)] = self.read_as(g, t)
                 else:
                     g.titles[id(t)] = expression(op, [None if i is None else self.title(g, i) for i in op.inputs])
         return g.titles[id(t)]
+
+    def source(self, g, t):
+        """The nearest tensor with a name of its own (a parameter's, a module's output) t was made from,
+        along each op's first input: the q_proj out that a rope turned."""
+        for _ in range(16):
+            if t.grad_fn is None or not t.grad_fn.inputs or t.grad_fn.inputs[0] is None:
+                break
+            t = t.grad_fn.inputs[0]
+            if NAME.fullmatch(self.title(g, t)):
+                break
+        return self.title(g, t)
 
     def read_as(self, g, t):
         """The name its one reader's forward gives it (attention's q, k, v), if that says more than x."""
@@ -259,9 +279,9 @@ class Exploration:
         return info
 
     def worked(self, g, op):
-        """One element of its backward step with the numbers (explore_worked.py), for a small output."""
+        """One element of each input's gradient worked through with the numbers (explore_worked.py)."""
         out = g.output[op]
-        if out.grad is None or out.data.size > SMALL:
+        if out.grad is None:
             return None
         names = [None if t is None else self.title(g, t) for t in op.inputs]
         inputs = [None if t is None else t.data for t in op.inputs]
@@ -273,17 +293,16 @@ class Exploration:
         tensor named by the reference, on copies of its inputs, from its output's gradient.
 
         Returns the view's index and the largest differences from the fused op's numbers."""
-        names = _input_names(op)
         leaves = []
         for i, t in enumerate(op.inputs):
             leaf = None
-            if t is not None:
+            if t is not None:  # named as outside, so that one name never means two tensors
                 leaf = type(t)(t.data.copy(), requires_grad=op.needs_input_grad[i])
-                leaf.name = names[i]
+                leaf.name = self.title(g, t)
             leaves.append(leaf)
         with np.errstate(all="ignore"):
             out = REFERENCES[op.name](*leaves, **op.params, step=_named)
-            out.name = "out"
+            out.name = self.title(g, g.output[op])
             fused_out, grad = g.output[op], g.output[op].grad
             if grad is not None and out.requires_grad:
                 with retain_grads():
@@ -350,6 +369,7 @@ class _Graph:
     def __init__(self, root, ops, readers, output):
         self.root, self.ops, self.readers, self.output = root, ops, readers, output
         self.homes, self.titles = {}, {}
+        self.module_outs, self.twice = {}, set()  # {id(module): tensors named "module out"}, those named twice
 
     def home(self, t):
         """The innermost module every op touching t ran in (the op that made it and those reading it)."""

@@ -1,92 +1,131 @@
-"""One element of a backward step worked through with its numbers, for the explorer's step panel.
+"""One element of each input's gradient worked through with the page's own numbers, for the explorer's
+backward step: the op's backward rule evaluated line by line, in float64 from the values forward saw,
+to the number panel ③ shows (the engine's).
 
-The element is the one with the largest incoming gradient g_i = dL/dy_i. An elementwise op sends
-each input the gradient times its local derivative,
+The element is the one of the input's gradient with the largest size |dL/dx_e|. By the chain rule it
+is a sum over the outputs y_i that x_e reaches,
 
-    dL/dx_i = g_i * dy_i/dx_i          e.g. g_i * y_i for exp, g_i * [x_i > 0] for relu
+    dL/dx_e = sum_i g_i dy_i/dx_e,        g = dL/dy, the gradient that came in
 
-and a matrix product sums over the shared axis,
-
-    dL/dA[i, k] = sum_j g[i, j] B[k, j]        dL/dB[k, j] = sum_i A[i, k] g[i, j]
-
-Every number written here is the engine's: the shares are those its backward sent.
+written out term by term: one term for an elementwise op (g_i * its local derivative, as relu's
+g * [x > 0]), the outputs a copied element lands in for a reshape, an index or an embedding (their
+g summed over repeats), the shared axis of a matrix product. An op linear in one input (a product,
+a sum, a mean, a copy) has dy_i/dx_e = y with x_e = 1 and the rest of x zero, minus y with all of x
+zero, which is how its terms are found here; the fused ops (softmax, layer_norm, cross_entropy,
+attention, ...) are written out with their own intermediate numbers in explore_worked_fused.py.
 """
+
+import math
 
 import numpy as np
 
-# dy/dx of an elementwise op, as a formula and from (the inputs' values, the output's value, which input)
-# ({x}: this input's element, {y}: the output's, {other}: the other input's)
+from gradflow.tools.explore_worked_fused import FUSED
+from gradflow.tools.explore_worked_terms import Case, linear, local
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+GELU_C, GELU_A = math.sqrt(2 / math.pi), 0.044715
+
+
+def _silu(x):
+    return _sigmoid(x) * (1 + x * (1 - _sigmoid(x)))
+
+
+def _pow(xs, y, j):
+    a, b = xs
+    return b * a ** (b - 1) if j == 0 else y * np.log(a)
+
+
+def _gelu(x):
+    t = np.tanh(GELU_C * (x + GELU_A * x**3))
+    return (1 + t) / 2 + x * (1 - t * t) / 2 * GELU_C * (1 + 3 * GELU_A * x * x)
+
+
+def _gelu_erf(x):
+    cdf = (1 + np.vectorize(math.erf)(x / math.sqrt(2))) / 2
+    return cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def _clip(case):
+    lo, hi = case.params.get("lo"), case.params.get("hi")
+    return lambda xs, y, j: (xs[0] >= (-np.inf if lo is None else lo)) & (xs[0] <= (np.inf if hi is None else hi))
+
+
+def _tie(keep):
+    return lambda xs, y, j: (keep(xs[j], xs[1 - j])) + 0.5 * (xs[0] == xs[1])
+
+
+# dy/dx of each elementwise op: its text ({x} this input, {other} the other one, {y} the output) and values
 LOCAL = {
-    "add": ("1", lambda xs, y, j: 1.0),
-    "sub": ("1", lambda xs, y, j: 1.0 if j == 0 else -1.0),
-    "neg": ("-1", lambda xs, y, j: -1.0),
-    "mul": ("{other}", lambda xs, y, j: xs[1 - j]),
-    "relu": ("[{x} > 0]", lambda xs, y, j: float(xs[0] > 0)),
-    "exp": ("{y}", lambda xs, y, j: y),
-    "tanh": ("(1 - {y}^2)", lambda xs, y, j: 1 - y * y),
-    "sigmoid": ("{y} (1 - {y})", lambda xs, y, j: y * (1 - y)),
-    "log": ("1 / {x}", lambda xs, y, j: 1 / xs[0]),
+    "exp": local("{y}", lambda xs, y, j: y),
+    "log": local("1 / {x}", lambda xs, y, j: 1 / xs[0]),
+    "log1p": local("1 / (1 + {x})", lambda xs, y, j: 1 / (1 + xs[0])),
+    "sqrt": local("1 / (2 {y})", lambda xs, y, j: 1 / (2 * y)),
+    "rsqrt": local("-{y}^3 / 2", lambda xs, y, j: -(y**3) / 2),
+    "abs": local("sign({x})", lambda xs, y, j: np.sign(xs[0])),
+    "tanh": local("1 - {y}^2", lambda xs, y, j: 1 - y * y),
+    "sin": local("cos({x})", lambda xs, y, j: np.cos(xs[0])),
+    "cos": local("-sin({x})", lambda xs, y, j: -np.sin(xs[0])),
+    "sigmoid": local("{y} (1 - {y})", lambda xs, y, j: y * (1 - y)),
+    "relu": local("[{x} > 0]", lambda xs, y, j: (xs[0] > 0) * 1.0),
+    "gelu": local("h + x (1 - tanh(u)^2) / 2 * c (1 + 3 a x^2)", lambda xs, y, j: _gelu(xs[0])),
+    "gelu_erf": local("Phi(x) + x phi(x)", lambda xs, y, j: _gelu_erf(xs[0])),
+    "silu": local("s (1 + x (1 - s)), s = sigmoid(x)", lambda xs, y, j: _silu(xs[0])),
+    "maximum": local(("[a > b] + [a = b] / 2", "[b > a] + [a = b] / 2"), _tie(lambda p, q: p > q)),
+    "minimum": local(("[a < b] + [a = b] / 2", "[b < a] + [a = b] / 2"), _tie(lambda p, q: p < q)),
+    "pow": local(("b a^(b-1)", "{y} log(a)"), lambda xs, y, j: _pow(xs, y, j)),
 }
 
 
-def _n(v):
-    return f"{float(v):.4g}"
+def _div(case, j, e):
+    if j == 0:
+        return linear("1 / {1}")(case, j, e)
+    return local("-{y} / {x}", lambda xs, y, j: -y / xs[1])(case, j, e)
 
 
-def _d(name):
-    """dL/d of a name: d(W @ x) when it is an expression."""
-    return f"d{name}" if name.replace("_", "").replace(".", "").isalnum() else f"d({name})"
-
-
-def _at(name, at):
-    return (name if _d(name) == "d" + name else f"({name})") + at
+COPY = "1"  # an op that copies (or sums) its input's numbers: each lands with weight 1
+RULES = dict(LOCAL) | {
+    "clip": lambda case, j, e: local("[lo <= {x} <= hi]", _clip(case))(case, j, e),
+    "div": _div,
+    "add": linear(COPY),
+    "sub": linear(COPY, "-1"),
+    "neg": linear("-1"),
+    "mul": linear("{1}", "{0}"),
+    "matmul": linear("{1}[k, j] (dy[i, j]/d{0}[i, k])", "{0}[i, k] (dy[i, j]/d{1}[k, j])"),
+    "linear": linear("W[o, i] (y = x W^T + b)", "x[n, i] (y = x W^T + b)", COPY),
+    "einsum": linear("the product of the other factors"),
+    "mean": linear("1/n for the n numbers averaged"),
+    "cumsum": linear(COPY),
+    "rope": linear("cos or ±sin of its angle (its pair turned by R)", "0"),
+    **{
+        name: linear(COPY)
+        for name in "sum reshape permute expand cat stack flip roll pad copy cast index index_put gather embedding "
+        "scatter_add masked_fill where".split()
+    },
+}
 
 
 def worked(op, names, inputs, out, grad, shares, y="y"):
-    """Lines that work one element of op's backward through, or None when it is not a case written here.
+    """[{"input": j, "at": index, "value": dL/dx_j at index from the rule, "lines": [...]}] for each input
+    that gets a gradient; None when the op has no rule here (a test fails for such an op).
 
-    names, inputs, shares: per input (None where it is no tensor); out, grad: the output's value and
-    dL/d(out); y: the output's name."""
-    if grad is None or grad.size == 0:
+    names, inputs, shares: per input (None where it is no tensor); out, grad: the output's value and g."""
+    rule = FUSED.get(op.name) or RULES.get(op.name)
+    if grad is None or rule is None:
         return None
-    i = np.unravel_index(int(np.argmax(np.abs(grad))), grad.shape)
-    at = "[" + ", ".join(map(str, i)) + "]" if grad.ndim else ""
-    lines = [f"take {_at(y, at)}: g{at} = dL/{_d(y)}{at} = {_n(grad[i])}"]
-    same = [x is not None and x.shape == grad.shape for x in inputs]
-    if op.name in LOCAL and any(same):
-        symbol, local = LOCAL[op.name]
-        values = [None if x is None or not s else x[i] for x, s in zip(inputs, same)]
-        for j, (name, s, share) in enumerate(zip(names, same, shares)):
-            if s and share is not None:
-                d = local(values, out[i], j)
-                if d is None:  # mul by a broadcast factor: its element is not the one at i
-                    continue
-                other = _at(names[1 - j], at) if len(names) == 2 and names[1 - j] else ""
-                rule = symbol.format(x=_at(name, at), y=_at(y, at), other=other)
-                lines.append(f"dL/{_d(name)}{at} = g{at} * {rule} = {_n(grad[i])} * {_n(d)} = {_n(share[i])}")
-        return lines
-    if op.name == "matmul" and len(inputs) == 2 and all(x is not None for x in inputs):
-        return lines + _matmul(names, inputs, grad, shares, i)
-    return None
-
-
-def _matmul(names, inputs, grad, shares, i):
-    """A @ B with A 2-D and B 1-D or 2-D: element [., 0] of each input's gradient, its sum written out."""
-    (a, b), (na, nb) = inputs, names
-    if a.ndim != 2 or b.ndim not in (1, 2):
-        return []
-    m, g = (b, grad) if b.ndim == 2 else (b[:, None], grad[:, None])  # a vector as a one-column matrix
-    row, col = i[0], i[1] if b.ndim == 2 else 0
-    g_at, b_at = (f"g[{row}, j]", "[0, j]") if b.ndim == 2 else (f"g[{row}]", "[0]")
-    lines = []
-    if shares[0] is not None:
-        lines.append(_sum(f"dL/{_d(na)}[{row}, 0]", f"{g_at} {_at(nb, b_at)}", g[row], m[0], shares[0][row, 0]))
-    if shares[1] is not None:
-        at, where, g_r = ((0, col), f"[0, {col}]", f"g[r, {col}]") if b.ndim == 2 else ((0,), "[0]", "g[r]")
-        lines.append(_sum(f"dL/{_d(nb)}{where}", f"{_at(na, '[r, 0]')} {g_r}", a[:, 0], g[:, col], shares[1][at]))
-    return lines
-
-
-def _sum(left, term, p, q, total):
-    shown = " + ".join(f"{_n(x)}*{_n(y)}" for x, y in list(zip(p, q))[:4]) + (" + ..." if len(p) > 4 else "")
-    return f"{left} = {'sum of ' if len(p) > 1 else ''}{term} = {shown} = {_n(total)}"
+    case = Case(op, names, inputs, out, grad, y)
+    items = []
+    for j, share in enumerate(shares):
+        if share is None or share.size == 0:
+            continue
+        e = np.unravel_index(int(np.argmax(np.abs(np.nan_to_num(share)))), share.shape)
+        e = tuple(int(k) for k in e)
+        lines, value = rule(case, j, e)
+        item = {"input": j, "at": list(e), "value": float(f"{value:.8g}"), "lines": lines}
+        if case.cancelled is not None:
+            item["rounding"], case.cancelled = float(f"{case.cancelled:.3g}"), None
+        items.append(item)
+    return items
