@@ -79,7 +79,7 @@ def _small(kind, n_layer):
         model = GPT(GPTConfig(vocab_size=32, block_size=8, n_layer=n_layer, n_head=2, n_embd=16))
     else:
         model = Llama(LlamaConfig(vocab_size=32, n_layer=n_layer, d_model=16, n_heads=2, n_kv_heads=1, d_ff=32))
-    ids = generator().integers(0, 32, size=(1, 9))
+    ids = generator().integers(0, 32, (1, 9))
     _, loss = model(ids[:, :-1], ids[:, 1:])
     tokens = [str(i) for i in ids[0, :-1]]
     title = f"{kind}, {n_layer} layer{'s' * (n_layer > 1)}: one training step"

@@ -55,7 +55,7 @@ def _gpt_step(n_layer):
     manual_seed(0)
     config = GPTConfig(vocab_size=32, block_size=8, n_layer=n_layer, n_head=2, n_embd=16)
     model = GPT(config)
-    ids = generator().integers(0, config.vocab_size, size=(2, 9))
+    ids = generator().integers(0, config.vocab_size, (2, 9))
     _, loss = model(ids[:, :-1], ids[:, 1:])
     loss.backward()
     return loss, model, {loss: "loss"}

@@ -85,13 +85,13 @@ def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=Fals
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal draws, N(0, 1)."""
     dtype = _float("randn", dtype, device)
-    return Tensor(draws_from(generator).standard_normal(_shape(shape)).astype(dtype), requires_grad)
+    return Tensor(draws_from(generator).normal(_shape(shape), dtype), requires_grad)
 
 
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform draws in [0, 1)."""
     dtype = _float("rand", dtype, device)
-    return Tensor(draws_from(generator).random(_shape(shape)).astype(dtype), requires_grad)
+    return Tensor(draws_from(generator).uniform(_shape(shape), dtype), requires_grad)
 
 
 def _like(fn, x, dtype, device, requires_grad):
@@ -136,7 +136,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         raise ValueError(f"randint: low {low} must be less than high {high}")
     on_cpu("randint", device)
     dtype = int64 if dtype is None else as_dtype("randint", dtype)
-    return Tensor(draws_from(generator).integers(low, high, _shape((size,))).astype(dtype), requires_grad)
+    return Tensor(draws_from(generator).integers(int(low), int(high), _shape((size,)), dtype), requires_grad)
 
 
 def multinomial(probs, num_samples, replacement=False, *, generator=None):
@@ -145,7 +145,8 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     probs. Without replacement each category is drawn at most once per row. Draws from gradflow's generator,
     or from generator= (a gf.Generator).
     """
-    p = np.asarray(probs, dtype=np.float64)
+    p = np.asarray(probs)
+    p = p if p.dtype in (np.float32, np.float64) else p.astype(np.float64)
     if p.ndim not in (1, 2) or p.shape[-1] == 0:
         raise ValueError(f"multinomial: probs must be a vector or rows of weights, got shape {p.shape}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
@@ -161,8 +162,8 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
             f"multinomial: cannot draw {num_samples} samples without replacement from a row with "
             f"{nonzero.min()} nonzero weights (pass replacement=True to draw one more than once)"
         )
-    draws = [draws_from(generator).choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows]
-    return Tensor(np.array(draws, dtype=np.int64).reshape(p.shape[:-1] + (num_samples,)))
+    draws = draws_from(generator).multinomial(rows, int(num_samples), replacement)
+    return Tensor(draws.reshape(p.shape[:-1] + (num_samples,)))
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -189,7 +190,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
         raise ValueError(f"randperm: n must be a non-negative integer, got {n!r}")
     on_cpu("randperm", device)
     dtype = int64 if dtype is None else as_dtype("randperm", dtype)
-    return Tensor(draws_from(generator).permutation(n).astype(dtype), requires_grad)
+    return Tensor(draws_from(generator).permutation(int(n)).astype(dtype), requires_grad)
 
 
 class TypedTensor(type):

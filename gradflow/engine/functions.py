@@ -131,10 +131,10 @@ def bernoulli(input, p=None, *, generator=None):
     """1 with probability input[i] (or p, for every element), else 0, in input's dtype: PyTorch's
     bernoulli, drawn from gradflow's generator (or generator=). A draw has no gradient: outside the graph."""
     x = as_tensor(input)
-    probs = np.asarray(x) if p is None else np.full(x.shape, p)
+    probs = np.asarray(x) if p is None else np.full(x.shape, p, dtype=np.float64)  # one p: compared in float64
     if not np.all((probs >= 0) & (probs <= 1)):
         raise ValueError(f"bernoulli: probabilities must lie in [0, 1], got values from {probs.min()} to {probs.max()}")
-    return Tensor._constant((draws_from(generator).random(x.shape) < probs).astype(x.dtype))
+    return Tensor._constant(draws_from(generator).bernoulli(probs, x.dtype))
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -151,10 +151,12 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     if np.any(s < 0):
         raise ValueError(f"normal: std must be non-negative, got {s.min()}")
     shape = broadcast_shape("normal", m.shape, s.shape) if size is None else shape_arg((size,), "normal")
-    dtype = tensors[0].dtype if tensors else dtype
-    z = draws_from(generator).standard_normal(shape)
-    return tensor(m + s * z, dtype=get_default_dtype() if dtype is None else dtype, device=device,
-                  requires_grad=requires_grad)  # fmt: skip
+    dtype = np.dtype(tensors[0].dtype if tensors else get_default_dtype() if dtype is None else dtype)
+    if size is not None:  # PyTorch's normal_(mean, std) on a new tensor
+        draws = draws_from(generator).normal(shape, dtype, float(mean), float(std))
+    else:  # standard normals, then mean + std z in the tensors' dtype
+        draws = m.astype(dtype) + s.astype(dtype) * draws_from(generator).normal(shape, dtype)
+    return tensor(draws, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 class set_grad_enabled(_GradMode):

@@ -171,13 +171,13 @@ class InPlace:
         """x <- draws from N(mean, std^2), from gradflow's generator (reproducible after gf.manual_seed)"""
         if not std >= 0:
             raise ValueError(f"normal_: std must be non-negative, got {std}")
-        return self._update("normal_", lambda x: generator().normal(mean, std, x.shape))
+        return self._update("normal_", lambda x: generator().normal(x.shape, x.dtype, mean, std))
 
     def uniform_(self, low=0.0, high=1.0):
         """x <- draws from the uniform distribution on [low, high), from gradflow's generator"""
         if not low <= high:
             raise ValueError(f"uniform_: low {low} is greater than high {high}")
-        return self._update("uniform_", lambda x: generator().uniform(low, high, x.shape))
+        return self._update("uniform_", lambda x: generator().uniform(x.shape, x.dtype, low, high))
 
     def addcmul_(self, tensor1, tensor2, value=1):
         """x <- x + value * tensor1 * tensor2 (Adam's second moment, written as PyTorch writes it)"""

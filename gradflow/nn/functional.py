@@ -384,8 +384,8 @@ def dropout(x, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0:
         return x
-    keep = generator().random(x.shape) >= p
-    return x * Tensor._make(keep.astype(x.dtype) / x.dtype.type(1 - p), False, None)
+    keep = generator().bernoulli(np.full(x.shape, 1.0 - p), x.dtype)  # PyTorch's noise.bernoulli_(1 - p)
+    return x * Tensor._make(keep / x.dtype.type(1 - p), False, None)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):
@@ -535,7 +535,7 @@ def scaled_dot_product_attention(
         allowed = first_keys if allowed is None else allowed & first_keys
     drop = None
     if dropout_p > 0:
-        drop = (generator().random(scores_shape) >= dropout_p).astype(q.dtype) / q.dtype.type(1 - dropout_p)
+        drop = generator().bernoulli(np.full(scores_shape, 1.0 - dropout_p), q.dtype) / q.dtype.type(1 - dropout_p)
     inputs = (q, k, v) if bias is None else (q, k, v, bias)  # a float mask is a fourth input: it may learn
     return kernel(ops.ScaledDotProductAttention).apply(*inputs, allowed=allowed, causal=causal, scale=scale, drop=drop)
 

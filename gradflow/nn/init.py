@@ -51,14 +51,14 @@ def parameter(*shape, dtype=None):
 def normal_(p, mean=0.0, std=1.0):
     """p ~ N(mean, std^2), in place; PyTorch's argument order (mean first)."""
     if not _meta:
-        p.data = (mean + std * generator().standard_normal(p.shape)).astype(p.dtype)
+        p.data = generator().normal(p.shape, p.dtype, mean, std)
     return p
 
 
 def uniform_(p, a=0.0, b=1.0):
     """p ~ U(a, b), in place."""
     if not _meta:
-        p.data = generator().uniform(a, b, p.shape).astype(p.dtype)
+        p.data = generator().uniform(p.shape, p.dtype, a, b)
     return p
 
 
@@ -89,10 +89,10 @@ def trunc_normal_(p, mean=0.0, std=1.0, a=-2.0, b=2.0):
     if not mass >= 1e-4:
         raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] holds {mass:.2g} of N({mean}, {std}^2); it needs 1e-4")
     if not _meta:
-        x = generator().standard_normal(p.shape)
+        x = generator().normal(p.shape, np.float64)
         outside = (x < z_a) | (x > z_b)
         while outside.any():
-            x[outside] = generator().standard_normal(int(outside.sum()))
+            x[outside] = generator().normal(int(outside.sum()), np.float64)
             outside = (x < z_a) | (x > z_b)
         p.data = (mean + std * x).astype(p.dtype)
     return p

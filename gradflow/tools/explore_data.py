@@ -6,8 +6,9 @@ page shows four) so that a large model's page stays a few megabytes.
                = {"shape": [...], "stats": {...}, "hist": {...}, "heat": {...}}     (larger)
 
 stats: min, max, mean, std (population), norm = sqrt(sum a^2), the count of NaN and inf.
-heat: the last two axes of the first slice ([0, 0, ..., :, :]), every k-th row and column when it
-has more than HEAT_SIDE of them; `rows` and `cols` say which were kept.
+heat: the last two axes of the first slice ([0, 0, ..., :, :]), or of the slice holding a marked
+element, every k-th row and column when it has more than HEAT_SIDE of them (and the marked one's);
+`lead`, `rows` and `cols` say which were kept, `mark` where the marked element sits among them.
 """
 
 import numpy as np
@@ -54,16 +55,26 @@ def histogram(a):
     return {"counts": counts.tolist(), "lo": float(f"{edges[0]:.4g}"), "hi": float(f"{edges[-1]:.4g}")}
 
 
-def heat(a):
-    """The first matrix of `a` (its last two axes), every k-th row and column beyond HEAT_SIDE."""
+def heat(a, mark=None):
+    """A matrix of `a` (its last two axes): the first, or the one holding element `mark` (an index);
+    every k-th row and column beyond HEAT_SIDE, and mark's row and column."""
     m = np.asarray(a)
-    while m.ndim > 2:
-        m = m[0]
-    if m.ndim == 1:
-        m = m[None, :]
-    rows = np.unique(np.linspace(0, m.shape[0] - 1, min(m.shape[0], HEAT_SIDE)).round().astype(int))
-    cols = np.unique(np.linspace(0, m.shape[1] - 1, min(m.shape[1], HEAT_SIDE)).round().astype(int))
-    return {"rows": rows.tolist(), "cols": cols.tolist(), "values": rounded(m[np.ix_(rows, cols)], 4)}
+    mark = None if mark is None else tuple(mark)
+    lead = mark[:-2] if mark is not None and m.ndim > 2 else (0,) * max(m.ndim - 2, 0)
+    m = m[lead] if lead else m
+    if m.ndim < 2:
+        m, mark = m.reshape(1, -1), None if mark is None else (0, mark[-1] if mark else 0)
+    at = None if mark is None else mark[-2:]
+    rows = np.linspace(0, m.shape[0] - 1, min(m.shape[0], HEAT_SIDE)).round().astype(int)
+    cols = np.linspace(0, m.shape[1] - 1, min(m.shape[1], HEAT_SIDE)).round().astype(int)
+    if at is not None:  # its row and column replace the nearest kept ones, so that it is drawn
+        rows[np.abs(rows - at[0]).argmin()], cols[np.abs(cols - at[1]).argmin()] = at
+    rows, cols = np.unique(rows), np.unique(cols)
+    shown = {"lead": list(lead), "rows": rows.tolist(), "cols": cols.tolist()}
+    shown["values"] = rounded(m[np.ix_(rows, cols)], 4)
+    if at is not None:
+        shown["mark"] = [int(np.searchsorted(rows, at[0])), int(np.searchsorted(cols, at[1]))]
+    return shown
 
 
 def summary(a):

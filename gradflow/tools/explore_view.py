@@ -19,7 +19,7 @@ from gradflow.engine.autograd import _as_grad_tuple, _input_grad, retain_grads
 from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
 from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
-from gradflow.tools.explore_data import stats, summary
+from gradflow.tools.explore_data import heat, stats, summary
 from gradflow.tools.explore_names import NAME, expression, short
 from gradflow.tools.explore_worked import worked
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
@@ -28,9 +28,17 @@ PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
 REARRANGES = ("reshape", "permute")  # the same numbers in another shape: named by what reads them
 
 
-def brief(a):
-    """A share of a gradient as the page shows it: every number if few, else the statistics."""
-    return None if a is None else summary(a) if a.size <= 64 else {"shape": list(a.shape), "stats": stats(a)}
+def brief(a, mark=None):
+    """A share of a gradient as the page shows it: every number if few, else a heat map and the statistics;
+    `mark`, a worked element: its place in the heat map and its value."""
+    if a is None:
+        return None
+    if a.size <= 64:
+        return summary(a)
+    shown = {"shape": list(a.shape), "stats": stats(a), "heat": heat(a, mark)}
+    if mark is not None:
+        shown["marked"] = {"at": list(mark), "value": float(f"{a[tuple(mark)]:.6g}")}
+    return shown
 
 
 def _within(scope, prefix):
@@ -139,9 +147,11 @@ class Exploration:
             home = g.home(t)
             return t is g.root or not (len(home) > depth and _within(home, scope))
 
-        edges, units = [], []
+        edges, units, boxes = [], [], {}
         for op in ops:
             u = unit(op)
+            if u is not op:
+                boxes.setdefault(u, []).append(op)
             uid = self.unit_node(g, u, op, index, scope, units)
             for t in op.inputs:
                 if t is not None and shown(t):
@@ -160,6 +170,8 @@ class Exploration:
             seen.add((tail, head))
             v["edges"].append([f"e{len(v['edges'])}", tail, head])
         v["steps"] = units
+        for u, inside in boxes.items():
+            v["nodes"][self.node_id(u, "m")]["sends"] = self.sends(g, inside, v)
         return index
 
     def unit_node(self, g, u, op, index, scope, units):
@@ -185,6 +197,26 @@ class Exploration:
         if tid not in v["nodes"]:
             v["nodes"][tid] = self.tensor_info(g, t)
         return tid
+
+    def sends(self, g, inside, v):
+        """What a collapsed module's backward step sends: to each tensor it reads from outside (drawn in
+        view v) and to each of its parameters, the sum of the shares its own ops send (a tensor also read
+        outside the box gets the rest from there)."""
+        made = {id(g.output[op]) for op in inside}
+        sums, order = {}, []
+        for op in inside:
+            for i, t in enumerate(op.inputs):
+                share = g.shares.get((op, i))
+                if t is None or share is None or id(t) in made:
+                    continue
+                if id(t) not in sums:
+                    order.append(t)
+                sums[id(t)] = share if id(t) not in sums else sums[id(t)] + share
+        drawn = {id(t) for t in order if self.ids.get(id(t)) in v["nodes"]}
+        return [
+            {"to": self.title(g, t), "id": self.ids.get(id(t)) if id(t) in drawn else None, "share": brief(sums[id(t)])}
+            for t in sorted(order, key=lambda t: id(t) not in drawn)  # the drawn inputs first, then parameters
+        ]
 
     # --- what a click shows -------------------------------------------------------------------------
 
@@ -256,6 +288,8 @@ class Exploration:
 
     def op_info(self, g, op, view_index):
         formula, fast = _formula(op)
+        worked = self.worked(g, op)
+        marks = {item["input"]: item["at"] for item in worked or []}
         params = [p for p in (param_text(k, v) for k, v in op.params.items()) if p is not None]
         arrays = [f"{k}: array of shape {np.shape(v)}" for k, v in op.params.items() if isinstance(v, np.ndarray)]
         info = {
@@ -268,8 +302,8 @@ class Exploration:
             "input_names": _input_names(op),
             "inputs": [None if t is None else self.node_id(t, "t") for t in op.inputs],
             "output": self.node_id(g.output[op], "t"),
-            "shares": [brief(g.shares.get((op, i))) for i in range(len(op.inputs))],
-            "worked": self.worked(g, op),
+            "shares": [brief(g.shares.get((op, i)), marks.get(i)) for i in range(len(op.inputs))],
+            "worked": worked,
             "label": op_label(op),
             "fused": op.name in REFERENCES,
             "view": None,

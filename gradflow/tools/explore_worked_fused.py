@@ -80,7 +80,7 @@ def _normalized(case, e, centred):
     x, g = case.xs[0][row], case.g[row]
     w = case.xs[1]
     eps = case.params.get("eps", 1e-5 if centred else 1e-6)
-    lines = [f"row {at(row)} of {case.names[0]}: {_some(x)}"]
+    lines = [f"{case.names[0]}{at(row)} = {_some(x)}"]
     if centred:
         mu = x.mean()
         var = ((x - mu) ** 2).mean()

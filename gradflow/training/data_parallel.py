@@ -41,7 +41,7 @@ def shards(n, parts):
 
 def shard_seeds(parts):
     """One seed per shard, drawn from gradflow's generator (the one a checkpoint saves)."""
-    return [int(s) for s in generator().integers(2**63, size=parts)]
+    return [int(s) for s in generator().integers(0, 2**63, (parts,))]
 
 
 @contextlib.contextmanager

@@ -52,33 +52,41 @@ function maxAbs(values) {
   return m;
 }
 
-function statsLine(s) {
+function statsLine(s, stacked) {
   if (!s) return null;
   const parts = ["min", "max", "mean", "std", "norm"].filter(k => k in s).map(k => `${k} ${fmt(s[k])}`);
   if (s.nan) parts.push(`NaN ×${s.nan}`);
   if (s.inf) parts.push(`inf ×${s.inf}`);
-  return el("div", { class: "stats", text: parts.join("   ") });
+  return el("div", { class: "stats", text: parts.join(stacked ? "\n" : "   ") });
 }
 
-function valuesTable(shape, values, cls) {
-  // the last axis across, everything before it down; each cell tinted by its value
+function flatIndex(shape, at) {
+  return at ? at.reduce((i, k, n) => i * shape[n] + k, 0) : -1;
+}
+
+function valuesTable(shape, values, cls, mark) {
+  // the last axis across, everything before it down; each cell tinted by its value, the worked one ringed
   const cols = shape.length ? shape[shape.length - 1] : 1;
   const scale = maxAbs(values);
   const table = el("table", { class: "values " + cls });
+  const worked = flatIndex(shape, mark);
   for (let r = 0; r * cols < Math.max(values.length, 1) && values.length; r++) {
     const tr = el("tr");
     for (let c = 0; c < cols; c++) {
       const i = r * cols + c;
-      tr.append(el("td", { "data-i": i, style: `background:${colour(values[i], scale, true)}`, text: fmt(values[i]) }));
+      const td = el("td", { "data-i": i, style: `background:${colour(values[i], scale, true)}`, text: fmt(values[i]) });
+      if (i === worked) td.classList.add("worked");
+      tr.append(td);
     }
     table.append(tr);
   }
   return table;
 }
 
-function heatCanvas(rows, cols, values, signed, cell) {
+function heatCanvas(rows, cols, values, signed, cell, mark, tall) {
+  // mark: [row, col] of the worked element, ringed; tall: the most pixels the map may take down
   const scale = signed ? maxAbs(values) : 1;
-  cell = cell || Math.max(2, Math.min(14, Math.floor(320 / Math.max(rows, cols))));
+  cell = cell || Math.max(2, Math.min(14, Math.floor(320 / cols), Math.floor((tall || 320) / rows)));
   const c = el("canvas", { class: "heat", width: cols * cell, height: rows * cell });
   const g = c.getContext("2d");
   for (let r = 0; r < rows; r++)
@@ -86,7 +94,19 @@ function heatCanvas(rows, cols, values, signed, cell) {
       g.fillStyle = colour(values[r * cols + k], scale, signed);
       g.fillRect(k * cell, r * cell, cell, cell);
     }
+  if (mark) {
+    g.strokeStyle = "#111827";
+    g.lineWidth = 2;
+    const [r, k] = mark, pad = Math.max(2, cell / 2);
+    g.strokeRect(k * cell - pad + 1, r * cell - pad + 1, cell + 2 * pad - 2, cell + 2 * pad - 2);
+  }
   return c;
+}
+
+function scaleBar(values) {
+  // what the colours mean: blue at -max, white at 0, red at +max
+  const m = maxAbs(values);
+  return el("div", { class: "scale" }, el("span", { text: fmt(-m) }), el("i"), el("span", { text: "0" }), el("i", { class: "pos" }), el("span", { text: fmt(m) }));
 }
 
 function histogram(h) {
@@ -117,29 +137,34 @@ function histogram(h) {
   return svg;
 }
 
-const WIDEST = 8;  // columns the panel shows as numbers
+const WIDEST = 8, NARROW = 6;  // columns the panel shows as numbers, and a step's column of the panel
 
-function arrayView(s, cls, compact) {
-  // every number of a small array; a heat map, a histogram and statistics of a large one (compact: of
-  // anything more than a few rows, so that a step's three stages fit one screen)
+function arrayView(s, cls, compact, mark) {
+  // every number of a small array; a heat map (with its scale), a histogram and statistics of a large
+  // one. compact: for a step's panel, so that its three stages fit one screen: a heat map of anything
+  // more than a few rows, beside its statistics, no histogram. mark: the worked element, ringed.
   if (!s) return el("p", { class: "hint", text: "none (no gradient reached it, or backward has not run)" });
-  const box = el("div", { class: "array " + cls });
+  const box = el("div", { class: "array " + cls + (compact ? " compact" : "") });
   if (s.note) box.append(el("p", { class: "hint", text: s.note }));
   const cols = s.shape.length ? s.shape[s.shape.length - 1] : 1;
-  if (s.values && (cols > WIDEST || (compact && s.values.length > 4 * WIDEST))) {  // too wide for numbers in the panel: a heat map of every one
-    box.append(el("div", { class: "hint", text: `heat map of all ${s.values.length} numbers, rows of ${cols}: red > 0, blue < 0` }));
-    box.append(heatCanvas(s.values.length / cols, cols, s.values, true));
-  } else if (s.values) box.append(valuesTable(s.shape, s.values, cls));
+  const tall = compact ? 96 : 320;
+  const side = el("div", { class: "side" });
+  const widest = compact ? NARROW : WIDEST;
+  if (s.values && (cols > widest || (compact && s.values.length > 4 * widest))) {  // too wide for numbers in the panel: a heat map of every one
+    const rows = s.values.length / cols, at = mark ? flatIndex(s.shape, mark) : -1;
+    side.append(el("div", { class: "hint", text: `all ${s.values.length} numbers, rows of ${cols}` }));
+    box.append(el("div", { class: "map" }, heatCanvas(rows, cols, s.values, true, 0, at >= 0 ? [Math.floor(at / cols), at % cols] : null, tall), scaleBar(s.values)), side);
+  } else if (s.values) box.append(valuesTable(s.shape, s.values, cls, mark));
   if (s.heat) {
-    const shape = s.shape;
-    const lead = shape.length > 2 ? `[${shape.slice(0, -2).map(() => 0).join(", ")}, :, :]` : "";
-    const rows = s.heat.rows.length, cols = s.heat.cols.length;
-    const every = shape.length >= 2 && s.heat.rows.length < shape[shape.length - 2] ? " (every " + Math.round(shape[shape.length - 2] / rows) + "th row and column)" : "";
-    box.append(el("div", { class: "hint", text: `heat map of ${lead || "the matrix"}${every}: red > 0, blue < 0` }));
-    box.append(heatCanvas(rows, cols, s.heat.values, true));
+    const shape = s.shape, h = s.heat;
+    const lead = shape.length > 2 ? `[${(h.lead || shape.slice(0, -2).map(() => 0)).join(", ")}, :, :]` : "the matrix";
+    const every = shape.length >= 2 && h.rows.length < shape[shape.length - 2] ? `, every ${Math.round(shape[shape.length - 2] / h.rows.length)}th row` : "";
+    side.append(el("div", { class: "hint", text: `heat map of ${lead}${every}` }));
+    box.append(el("div", { class: "map" }, heatCanvas(h.rows.length, h.cols.length, h.values, true, 0, h.mark, tall), scaleBar(h.values)), side);
   }
-  if (s.hist) box.append(histogram(s.hist));
-  box.append(statsLine(s.stats));
+  if (s.marked) side.append(el("div", { class: "marked", text: `ringed: [${s.marked.at.join(", ")}] = ${fmt(s.marked.value)}` }));
+  if (s.hist && !compact) box.append(histogram(s.hist));
+  (side.childNodes.length ? side : box).append(statsLine(s.stats, compact));
   return box;
 }
 
@@ -262,8 +287,8 @@ function openView(i) {
   svg.removeAttribute("width");
   svg.removeAttribute("height");
   state.drawn = svg.getAttribute("viewBox").trim().split(/[\s,]+/).map(Number);
+  crumbs();  // first: the bar takes its height from the canvas that fit() measures
   fit();
-  crumbs();
   showStep();
   const p = document.getElementById("panel");
   p.innerHTML = "";
@@ -311,6 +336,7 @@ function select(id) {
   const p = document.getElementById("panel");
   p.innerHTML = "";
   const note = stepNote(id);
+  p.classList.toggle("stepping", note != null || info.kind === "op");
   if (note) p.append(note);
   if (info.kind === "tensor") tensorPanel(p, id, numbers(info, id));
   else opPanel(p, id, info);
@@ -348,50 +374,59 @@ function opPanel(p, id, info) {
   const n = steps().length, k = state.step;
   const back = !(k >= 0 && k < n && currentOp() === id);
   const out = tensorAt(info.output);
-  p.append(el("h2", { text: info.name + (out ? " → " + out.title : "") }));
-  if (info.module) p.append(el("div", { class: "meta" }, "in ", el("code", { text: info.module })));
+  p.append(el("h2", { text: info.name + (out ? " → " + out.title : "") }, info.module ? el("span", { class: "meta" }, " in ", el("code", { text: info.module })) : null));
   if (info.view != null) {
-    p.append(el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view) }));
     const c = info.check || {};
-    p.append(el("div", { class: "hint", text: `the same numbers: largest difference from the fused op ${fmt(c.value)} in value` + ("grad" in c ? `, ${fmt(c.grad)} in gradient` : "") }));
+    p.append(el("div", { class: "opens" }, el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view) }),
+      el("span", { class: "hint", text: ` the same numbers: largest difference ${fmt(c.value)} in value` + ("grad" in c ? `, ${fmt(c.grad)} in gradient` : "") })));
   } else if (info.fused) {
     p.append(el("div", { class: "hint", text: "fused; only the first ones of a large graph are opened (explore's max_decompositions)" }));
   }
   const inputs = info.inputs.map((t, i) => [t, i]).filter(([t]) => t != null);
+  const left = el("div", { class: "column" }), right = el("div", { class: "column" });  // ① ② | ③
+  p.append(el("div", { class: "columns" }, left, right));
   if (!back) {
     const box = el("section", { class: "stage stage-in" }, el("h3", { text: "① values in" }));
     for (const [t, i] of inputs) {
       const x = tensorAt(t);
       box.append(named(t, info.input_names[i] + " = "), x ? arrayView(x.data, "data in-" + i, true) : null);
     }
-    p.append(box);
-    p.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), formula(info.doc)));
-    p.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out", true) : null));
+    left.append(box);
+    left.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), formula(info.doc)));
+    right.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out", true) : null));
   } else {
     const title = out ? out.title : "out";
-    p.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in", true) : null));
-    const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" }), formula(info.doc));
-    if (info.worked) rule.append(el("div", { class: "hint", text: "one element, with these numbers:" }), el("pre", { class: "worked", text: info.worked.join("\n") }));
-    p.append(rule);
+    left.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in", true) : null));
+    const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" }), formula(info.doc, true));
+    if (info.worked && info.worked.length) {
+      rule.append(el("div", { class: "hint", text: "one element of each gradient out, the rule on these numbers (ringed in ③):" }));
+      rule.append(el("pre", { class: "worked", text: info.worked.map(w => w.lines.join("\n")).join("\n") }));
+    }
+    left.append(rule);
+    const marks = Object.fromEntries((info.worked || []).map(w => [w.input, w.at]));
     const box = el("section", { class: "stage stage-out" }, el("h3", { text: "③ gradient out, to each input" }));
     for (const [t, i] of inputs) {
       const x = tensorAt(t);
       box.append(named(t, `${info.input_names[i]}: to `));
-      if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i, true));
+      if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i, true, marks[i]));
       else box.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
       if (x && x.arrivals) box.append(sharesOf(x));
     }
-    p.append(box);
+    right.append(box);
   }
-  if (info.fast) p.append(el("div", { class: "note", text: "run by the fast tier's kernel: " + info.fast }));
-  if (info.params.length) p.append(el("h3", { text: "constants" }), el("div", { class: "stats", text: info.params.join("\n") }));
+  if (info.fast) left.append(el("div", { class: "note", text: "run by the fast tier's kernel: " + info.fast }));
+  if (info.params.length) left.append(el("div", { class: "stats constants", text: "constants: " + info.params.join(", ") }));
 }
 
-function formula(doc) {
-  // the docstring's first paragraph (the formula), the rest folded, so that the step fits one screen
-  const [head, ...rest] = doc.split("\n\n");
-  const box = el("div", {}, el("pre", { text: head }));
-  if (rest.length) box.append(el("details", {}, el("summary", { text: "more" }), el("pre", { text: rest.join("\n\n") })));
+const RULE = /dL\/d|d loss|^\s*(d[A-Za-z]+|dbias) = /;  // a line of a docstring that states a gradient
+
+function formula(doc, backward) {
+  // forward: the docstring's first paragraph (the formula); backward: its lines that state a gradient
+  // (the first paragraph if none does); the whole docstring folded under "more", so that the step fits one screen
+  const first = doc.split("\n\n")[0];
+  const rule = backward ? doc.split("\n").filter(line => RULE.test(line)).map(line => line.trim()).join("\n") : "";
+  const box = el("div", {}, el("pre", { text: rule || first }));
+  if (doc !== (rule || first)) box.append(el("details", {}, el("summary", { text: "the whole docstring" }), el("pre", { text: doc })));
   return box;
 }
 
@@ -426,8 +461,8 @@ function stepNote(id) {
   const n = steps().length, k = state.step;
   if (k < 0 || currentOp() !== id) return null;
   const back = k >= n;
-  const text = back ? `backward step ${k - n + 1} of ${n}: the gradient of its output flows back along the red arrows to its inputs`
-    : `forward step ${k + 1} of ${n}: its inputs flow in along the blue arrows`;
+  const text = back ? `backward step ${k - n + 1} of ${n}: the gradient flows back along the red arrows`
+    : `forward step ${k + 1} of ${n}: the inputs flow in along the blue arrows`;
   return el("div", { class: "step" + (back ? "" : " forward"), text });
 }
 
@@ -437,7 +472,8 @@ function showStep() {
     for (const e of svg.querySelectorAll("." + c)) e.classList.remove(c);
   const n = steps().length, k = state.step;
   const status = document.getElementById("status");
-  if (k < 0) { status.textContent = `step mode: ${n} steps each way, press →`; return; }
+  document.getElementById("panel").classList.toggle("stepping", k >= 0);  // before centring: it narrows the graph
+  if (k < 0) { status.textContent = `step mode: ${n} step${n === 1 ? "" : "s"} each way, press →`; return; }
   const back = k >= n;
   const unit = currentOp();
   const pos = back ? 2 * n - 1 - k : k;
@@ -471,11 +507,34 @@ function showStep() {
   status.textContent = (back ? "backward " + (k - n + 1) : "forward " + (k + 1)) + " / " + n + ": " + name;
   status.dataset.unit = unit;
   if (info.kind === "op") select(unit);
-  else {
-    const p = document.getElementById("panel");
-    p.innerHTML = "";
-    p.append(stepNote(unit), el("h2", { text: info.name }), el("p", { class: "hint", text: "a module: click it to open its own view and step through its ops" }));
+  else modulePanel(unit, info, back);
+}
+
+function modulePanel(unit, info, back) {
+  // a collapsed module's step: on backward, the gradient its output brings and the gradient it sends to
+  // each input and each of its parameters (its ops' shares, summed)
+  const p = document.getElementById("panel");
+  p.innerHTML = "";
+  p.classList.add("stepping");
+  p.append(stepNote(unit), el("h2", { text: info.name + " (" + info.cls + ")" }), el("p", { class: "hint", text: "a module: click it to open its own view and step through its ops" }));
+  if (!back || !info.sends) return;
+  const left = el("div", { class: "column" }), right = el("div", { class: "column" });
+  const outs = state.view.edges.filter(([, t]) => t === unit).map(([, , h]) => h);
+  const stageIn = el("section", { class: "stage stage-in" }, el("h3", { text: "① gradient in, to its output" }));
+  for (const o of outs) { const x = tensorAt(o); stageIn.append(named(o, "g = dL/d "), x ? arrayView(x.grad, "grad in", true) : null); }
+  const stageOut = el("section", { class: "stage stage-out" }, el("h3", { text: "③ gradient out, to its inputs and its parameters" }));
+  const params = el("table", { class: "params" }, el("tr", {}, el("th", { text: "parameter" }), el("th", { text: "shape" }), el("th", { text: "‖dL/dw‖" }), el("th", { text: "max |dL/dw|" })));
+  for (const s of info.sends) {
+    if (s.id) stageOut.append(named(s.id, "to "), arrayView(s.share, "share", true));
+    else {
+      const st = s.share.stats, big = Math.max(Math.abs(st.min), Math.abs(st.max));
+      params.append(el("tr", {}, el("td", { text: s.to.startsWith(info.name + ".") ? s.to.slice(info.name.length + 1) : s.to, title: s.to }), el("td", { text: s.share.shape.join("×") }), el("td", { text: fmt(st.norm) }), el("td", { text: fmt(big) })));
+    }
   }
+  if (params.rows.length > 1) stageOut.append(params);
+  left.append(stageIn, el("section", { class: "stage stage-rule" }, el("h3", { text: "② inside" }), el("p", { class: "hint", text: "the chain rule through each of its ops in turn: open it (click) to step through them" })));
+  right.append(stageOut);
+  p.append(el("div", { class: "columns" }, left, right));
 }
 
 function step(d) {
@@ -488,13 +547,13 @@ function step(d) {
 document.getElementById("step-next").onclick = () => step(1);
 document.getElementById("step-prev").onclick = () => step(-1);
 document.getElementById("step-reset").onclick = () => { state.step = -1; showStep(); };
-document.getElementById("to-backward").onclick = () => { state.step = steps().length - 1; showStep(); };
+document.getElementById("to-backward").onclick = () => { state.step = steps().length; showStep(); };
 document.addEventListener("keydown", e => {
   if (e.target.closest && e.target.closest("input")) return;
   if (e.key === "ArrowRight") step(1);
   else if (e.key === "ArrowLeft") step(-1);
   else if (e.key === "Home") { state.step = -1; showStep(); }
-  else if (e.key === "b") { state.step = steps().length - 1; showStep(); }
+  else if (e.key === "b") { state.step = steps().length; showStep(); }
   else if (e.key === "Escape" && state.tour != null) leaveTour();
   else if (e.key === "Escape" && DATA.views[state.index].parent != null) openView(DATA.views[state.index].parent);
   else return;

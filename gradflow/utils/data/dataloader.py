@@ -7,6 +7,7 @@ import numpy as np
 
 from gradflow.engine.creation import tensor
 from gradflow.engine.functions import stack
+from gradflow.engine.rng import generator as draws_from
 from gradflow.engine.tensor import Tensor
 from gradflow.utils.data.dataset import IterableDataset
 from gradflow.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
@@ -91,6 +92,9 @@ class DataLoader:
         self.generator = generator
 
     def __iter__(self):
+        # PyTorch draws the seed of its worker processes as each pass starts, workers or not (one 64-bit
+        # draw): drawn here too, so that what a program draws after a pass is what PyTorch draws
+        draws_from(self.generator).words64(1)
         if self.batch_sampler is None:
             return (self.collate_fn(self._read(i)) for i in self.sampler)
         return (self.collate_fn([self._read(i) for i in batch]) for batch in self.batch_sampler)

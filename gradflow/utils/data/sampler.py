@@ -1,6 +1,7 @@
 """Samplers: the order in which a DataLoader reads a dataset's examples (indices), and BatchSampler,
 which groups an order into batches. A random order is drawn from gradflow's generator or generator=."""
 
+from gradflow.engine.rng import Generator
 from gradflow.engine.rng import generator as draws_from
 
 
@@ -37,11 +38,18 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        n, left, draws = len(self.data_source), self.num_samples, draws_from(self.generator)
+        """PyTorch's draws: without generator=, a generator of its own seeded from gradflow's (one 63-bit
+        draw); then randint in pieces of 32, or a randperm per pass (and one more for a last, partial
+        pass: its first num_samples mod n)."""
+        n, left, draws = len(self.data_source), self.num_samples, self.generator
+        if draws is None:
+            draws = Generator().manual_seed(int(draws_from().words64(1)[0] % 2**63))
         while left > 0:  # in pieces, so that num_samples may be huge (an endless loader)
-            piece = draws.integers(0, n, min(left, 1024)) if self.replacement else draws.permutation(n)[:left]
-            yield from piece.tolist()
-            left -= len(piece)
+            piece = draws.integers(0, n, (min(left, 32),)) if self.replacement else draws.permutation(n)
+            yield from piece[:left].tolist()
+            left -= min(left, len(piece))
+        if not self.replacement and self.num_samples % n == 0:
+            draws.permutation(n)  # the last, empty, partial pass, drawn all the same
 
     def __len__(self):
         return self.num_samples
