@@ -16,7 +16,7 @@ Start reading at engine/autograd.py.
 import sys
 from math import e, inf, nan, pi  # PyTorch's constants: torch.pi, torch.inf, ...
 
-from gradflow import amp, backends, cuda, distributed, fast, nn, onnx, optim, utils
+from gradflow import amp, backends, cuda, distributed, fast, nn, onnx, optim, serialization, utils
 from gradflow.amp import autocast
 from gradflow.backends import compile, get_float32_matmul_precision, set_float32_matmul_precision
 from gradflow.engine import autograd, kernels, ops
@@ -218,4 +218,6 @@ __all__ = [
     "ShortTensor",
     # what real programs import beside the model code: torch.onnx (refusing), torch.histogram
     "onnx", "histogram",
+    # torch.serialization: what a weights-only load allows (torch.serialization.safe_globals([...]))
+    "serialization",
 ]  # fmt: skip

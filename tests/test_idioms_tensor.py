@@ -1050,32 +1050,10 @@ def test_saving_replaces_the_file_whole_and_leaves_no_temporary(tmp_path):
     path = tmp_path / "f"
     gf.save({"step": 1}, path)
     with pytest.raises(TypeError):
-        gf.save({"step": 2, "bad": object()}, path)
+        gf.save({"step": 2, "bad": lambda: 0}, path)  # a lambda does not pickle
     assert gf.load(path) == {"step": 1}
     gf.save({"step": 3}, path)
     assert gf.load(path) == {"step": 3} and os.listdir(tmp_path) == ["f"]
-
-
-def test_what_cannot_be_saved_is_named_by_its_place(tmp_path):
-    with pytest.raises(TypeError, match=re.escape(
-        "save: cannot store a set at obj['config']['tags']: gf.save takes tensors, numpy arrays, dicts, lists and "
-        "tuples of them, numbers, strings, bools and None"
-    )):  # fmt: skip
-        gf.save({"config": {"tags": {"a"}}}, tmp_path / "f")
-    with pytest.raises(
-        TypeError, match=re.escape("save: the dict at obj['x'] has a key 1.5; keys must be strings or ints")
-    ):
-        gf.save({"x": {1.5: 0}}, tmp_path / "f")
-    with pytest.raises(
-        TypeError, match=re.escape("save: the array at obj['c'] holds complex128, not numbers or bools")
-    ):
-        gf.save({"c": np.ones(2, dtype=complex)}, tmp_path / "f")
-    with pytest.raises(
-        ValueError, match=re.escape("save: two arrays would be stored as 'a/b'; one is at obj['a']['b']: rename a key")
-    ):
-        gf.save({"a/b": np.ones(1), "a": {"b": np.ones(1)}}, tmp_path / "f")
-    with pytest.raises(FileNotFoundError, match=re.escape(f"save: the folder {tmp_path / 'no'} does not exist")):
-        gf.save({}, tmp_path / "no" / "f")
 
 
 def test_keys_that_look_like_gradflows_own_markers_survive(tmp_path):
