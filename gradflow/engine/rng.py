@@ -35,14 +35,16 @@ import numpy as np
 from gradflow.engine import box_muller
 from gradflow.engine.device import CPU, on_cpu
 from gradflow.engine.kernels import kernel
-from gradflow.engine.mt19937 import N, MT19937
+from gradflow.engine.mt19937 import MT19937, N
 
 DEFAULT_SEED = 67280421310721  # a fresh torch.Generator's seed
 
 
 def seed_arg(op, seed):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-        raise ValueError(f"{op}: seed must be an integer from 0 to 2^64 - 1, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{op}: seed must be a non-negative integer, got {seed!r}")
+    if seed >= 2**64:
+        raise ValueError(f"{op}: seed must be less than 2^64 (PyTorch's seeds are 64-bit), got {seed}")
     return int(seed)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 from gradflow.engine.autograd import no_grad
 from gradflow.engine.grad_norm import grad_norm
 from gradflow.engine.kernels import fast_unless_chosen
-from gradflow.engine.rng import get_rng_state, set_rng_state
+from gradflow.engine.rng import get_rng_state, is_state, manual_seed, set_rng_state
 from gradflow.fast.memory import tune_malloc
 from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from gradflow.text import get_batch
@@ -121,6 +121,21 @@ def _is_pcg64_state(state):
         return state["bit_generator"] == "PCG64" and all(_is_int(n) and 0 <= n < 1 << 128 for n in numbers)
     except (TypeError, KeyError):
         return False
+
+
+def _is_gradflow_state(state):
+    """gradflow's generator's state (rng.get_state), or numpy's PCG64 state, which drew dropout's masks
+    before gradflow drew PyTorch's stream (a checkpoint written then still resumes)."""
+    return is_state(state) or _is_pcg64_state(state)
+
+
+def _restore_gradflow_state(state):
+    """Set gradflow's generator to a saved state; an older checkpoint's PCG64 state cannot continue in
+    PyTorch's stream, so its state's number seeds it: resuming twice from it draws the same masks."""
+    if is_state(state):
+        set_rng_state(state)
+    else:
+        manual_seed(state["state"]["state"] % 2**64)
 
 
 def _is_number(v):
@@ -369,12 +384,14 @@ class Trainer:
             problem = _record_problem(record, step)
             if problem:
                 raise CheckpointError(f"checkpoint {ckpt.path}: history[{i}] {problem}")
-        if not (isinstance(rng, dict) and all(_is_pcg64_state(rng.get(k)) for k in ("batches", "gradflow"))):
+        if not (
+            isinstance(rng, dict) and _is_pcg64_state(rng.get("batches")) and _is_gradflow_state(rng.get("gradflow"))
+        ):
             raise CheckpointError(f"checkpoint {ckpt.path}: rng is not a pair of saved generator states")
         ckpt.restore(self.model, self.optimizer, adapters=self.adapters_only)
         try:
             self.batch_rng.bit_generator.state = rng["batches"]
-            set_rng_state(rng["gradflow"])
+            _restore_gradflow_state(rng["gradflow"])
         except (TypeError, KeyError, ValueError, OverflowError):  # a state out of its integers' range overflows
             raise CheckpointError(f"checkpoint {ckpt.path}: rng is not a pair of saved generator states") from None
         self.step, self.history, self.saved_step = step, history, step
