@@ -7,6 +7,7 @@ import pytest
 
 import gradflow as gf
 from gradflow import nn
+from gradflow.engine.data_array import DataArray
 
 STALE = (
     "backward: {op}'s saved input {i} ({what}) was modified in place after the forward pass (version {old}, "
@@ -152,7 +153,7 @@ def test_writes_are_allowed_again_once_the_graph_is_backwarded_or_deleted():
     early = layer.weight.data  # taken while the graph holds it
     loss.backward()
     layer.weight.data[0, 0] = 1.0  # backward freed what the graph saved
-    assert type(layer.weight.data) is np.ndarray
+    assert type(layer.weight.data) is DataArray  # no longer guarded
     early[0, 1] = 3.0  # the view taken before lets go too
     assert layer.weight.data[0, 1] == 3.0
     loss = layer(x).sum()
@@ -197,8 +198,10 @@ def test_reading_copying_and_replacing_a_guarded_array_work():
 
 def test_a_tensor_method_asked_of_a_guarded_array_names_the_difference():
     layer, x, loss = linear_loss()
-    with pytest.raises(AttributeError, match=r"x.data is the tensor's numpy array in gradflow .* x.detach\(\).clone"):
-        layer.weight.data.clone()  # PyTorch's x.data.clone()
+    copy = layer.weight.data.clone()  # PyTorch's x.data.clone(): a tensor of the numbers (reading is allowed)
+    assert type(copy) is gf.Tensor and np.array_equal(copy.data, layer.weight.data) and copy.grad_fn is None
+    with pytest.raises(AttributeError, match=r"x.data is the tensor's numpy array in gradflow .* x.detach\(\).softmax"):
+        layer.weight.data.softmax(0)
     assert not hasattr(layer.weight.data, "_no_such_thing") and np.array_equal(layer.weight.data.T.T, layer.weight.data)
 
 

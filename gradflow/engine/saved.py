@@ -20,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from gradflow.engine.data_array import DataArray, same_layout
 from gradflow.engine.naming import describe
 
 
@@ -92,16 +93,19 @@ class SavedMemory:
 
     @property
     def data(self):
-        """The numpy array. While an op recorded in a live graph keeps it for backward, a read-only
+        """The numpy array, as a DataArray (the same memory, with PyTorch's in-place methods: add_,
+        copy_, normal_, ...). While an op recorded in a live graph keeps it for backward, a read-only
         view of it that refuses to be written into, naming the op (see SavedArray)."""
-        return self._data if self._holder() is None else SavedArray.of(self)
+        return self._data.view(DataArray) if self._holder() is None else SavedArray.of(self)
 
     @data.setter
     def data(self, value):
         """Replace the array (given as an array or, as PyTorch's `p.data = ...` does, a tensor's values):
         always allowed, since a graph that saved the old array keeps it."""
         value = getattr(value, "_data", value)  # a tensor: its array
-        self._data = np.array(value) if isinstance(value, SavedArray) else value  # a copy: never a way in
+        if isinstance(value, DataArray) and same_layout(value, self._data):
+            return  # `x.data *= 2` wrote into the array and assigns it back: it stays the array it was
+        self._data = np.array(value) if isinstance(value, DataArray) else value  # a copy: never a way in
 
     @property
     def version(self):
@@ -140,7 +144,7 @@ class SavedMemory:
         owner._saved_by.append((weakref.ref(node), index))
 
 
-class SavedArray(np.ndarray):
+class SavedArray(DataArray):
     """What `tensor.data` hands out while an op in a live graph keeps the tensor's memory for backward.
 
     Backward computes with the arrays forward saved: dL/dW = G^T x needs the x that forward saw.
@@ -197,10 +201,7 @@ class SavedArray(np.ndarray):
         for a in (out or ()) + (inputs[:1] if method == "at" else ()):
             if isinstance(a, SavedArray):
                 a._check_write()
-        inputs = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in inputs)
-        if out is not None:
-            kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, SavedArray) else a for a in out)
-        return getattr(ufunc, method)(*inputs, **kwargs)
+        return super().__array_ufunc__(ufunc, method, *inputs, out=out, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _WRITE_INTO_FIRST and args and isinstance(args[0], SavedArray):
@@ -222,20 +223,6 @@ class SavedArray(np.ndarray):
     def partition(self, *args, **kwargs):
         self._check_write()
         super().partition(*args, **kwargs)
-
-    def copy(self, order="C"):
-        return self.view(np.ndarray).copy(order)  # an ordinary array
-
-    def __getattr__(self, name):
-        """Reached only for a name numpy's arrays lack: most often a tensor method called on x.data, as
-        PyTorch programs do (The Annotated Transformer's `x.data.clone()`), where PyTorch's x.data is a
-        tensor. Said in one line, rather than as an attribute missing from a class the user never made."""
-        if name.startswith("_"):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        raise AttributeError(
-            f"x.data is the tensor's numpy array in gradflow (in PyTorch, a tensor), and arrays have no "
-            f"{name!r}: call it on the tensor itself, x.detach().{name}(...)"
-        )
 
 
 _WRITE_INTO_FIRST = {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}

@@ -20,6 +20,7 @@ import numpy as np
 
 from gradflow.engine import autograd, ops
 from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, shape_arg, spelling
+from gradflow.engine.data_array import DataArray
 from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_float
 from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
@@ -727,3 +728,6 @@ def _leading_ones_dropped(value, ndim):
     if shape is None or len(shape) <= ndim or any(n != 1 for n in shape[: len(shape) - ndim]):
         return value
     return value.reshape(shape[len(shape) - ndim :])
+
+
+DataArray.tensor_type = Tensor  # x.data's in-place methods act through a tensor over x's memory (data_array.py)
