@@ -22,6 +22,8 @@ nothing; a pickle (pytorch_model.bin) is never opened.
 """
 
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,7 @@ from safetensors.numpy import save_file
 
 from gradflow import nn
 from gradflow.engine import bounded_json
+from gradflow.engine.files import write_atomically, written_atomically
 from gradflow.engine.serialize import NUMPY_DTYPES, check_dtypes
 
 # transformers refuses a safetensors file whose header does not name the framework it was written for
@@ -398,8 +401,8 @@ def read_json(path, where):
     if not path.exists():
         raise FileNotFoundError(f"{where}: {path} does not exist")
     try:
-        d = bounded_json.loads(path.read_text(encoding="utf-8"), "it")
-    except ValueError as err:  # not UTF-8, not JSON, or nested too deep
+        d = bounded_json.read(path, "it")
+    except ValueError as err:  # too large, not UTF-8, not JSON, or nested too deep
         raise ValueError(f"{where}: {path} is not JSON gradflow reads: {err}") from None
     if not isinstance(d, dict):
         raise ValueError(f"{where}: {path} is not a JSON object")
@@ -426,7 +429,7 @@ def bfloat16_arrays(path, names):
     the header's length n, n bytes of JSON header ({name: {dtype, shape, data_offsets}}), then the data."""
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
+        header = bounded_json.loads(f.read(n), "its header")  # safe_open read it already: it is whole
     arrays = {}
     for name in names:
         start, end = header[name]["data_offsets"]
@@ -439,6 +442,11 @@ def write_hf(folder, weights, hf_config, files=None):
     """model.safetensors and config.json in `folder`, what transformers' from_pretrained reads, and `files`
     ({name: JSON object}: the tokenizer's, say) beside them."""
     folder = Path(folder)
-    save_file(weights, folder / "model.safetensors", metadata=SAFETENSORS_METADATA)
+    with written_atomically(folder / "model.safetensors") as tmp:  # never through a link (files.py)
+        try:
+            save_file(weights, tmp, metadata=SAFETENSORS_METADATA)
+        except SafetensorError as err:  # a full disk: an OSError, so that it is one line naming the file
+            code = re.search(r"os error (\d+)", str(err))
+            raise OSError(int(code[1]), os.strerror(int(code[1]))) if code else OSError(str(err)) from None
     for name, d in {"config.json": hf_config, **(files or {})}.items():
-        (folder / name).write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
+        write_atomically(folder / name, json.dumps(d, indent=2) + "\n")

@@ -256,9 +256,11 @@ def test_export_has_help(capsys):
 def test_export_replaces_a_folder_only_with_force_and_leaves_no_temporaries(trained, tmp_path, capsys):
     run, out = trained, tmp_path / "out"
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 0
-    (out / "config.json").write_text("{}")  # an earlier export's file, changed
+    (out / "config.json").write_text("{}")  # an earlier export's file, changed: kept, --force or not
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 2
+    assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out), "--force"]) == 2
     assert (out / "config.json").read_text() == "{}"
+    (out / "config.json").unlink()  # what is left is the export as it was written
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out), "--force"]) == 0
     written = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "gradflow_export.json"}
     assert {p.name for p in out.iterdir()} == written

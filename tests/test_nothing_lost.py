@@ -127,7 +127,15 @@ def test_force_replaces_only_an_earlier_export_as_it_was_written(run, tmp_path, 
     assert export(capsys, run, out) == (0, "")
     marker = json.loads((out / "gradflow_export.json").read_text())
     written = ["model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"]
-    assert marker == {"written_by": "gradflow export", "checkpoint": str(run / "ckpt.npz"), "files": written}
+    listed = [
+        {
+            "name": name,
+            "size": (out / name).stat().st_size,
+            "sha256": hashlib.sha256((out / name).read_bytes()).hexdigest(),
+        }
+        for name in written
+    ]
+    assert marker == {"written_by": "gradflow export", "checkpoint": str(run / "ckpt.npz"), "files": listed}
     assert export(capsys, run, out, "--force") == (0, "")  # an earlier export: replaced
 
     (out / "notes.txt").write_text("mine")

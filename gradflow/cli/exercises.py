@@ -23,6 +23,7 @@ import textwrap
 from pathlib import Path
 
 from gradflow.cli.build import build_model
+from gradflow.engine.files import check_kind, opened, written_atomically
 from gradflow.engine.kernels import use_kernels
 from gradflow.engine.rng import manual_seed
 from gradflow.exercises import EXERCISES, TRACKS, Failed, find, isolation, report, workspace
@@ -67,7 +68,7 @@ def run_check(args):
     results = [(e, v.ok, v.said) for e, v in zip(chosen, verdicts)]
     records = [report.record(e, v, workspace.hints_taken(e, args.dir)) for e, v in zip(chosen, verdicts)]
     if args.junit:
-        Path(args.junit).write_text(report.as_junit(records))
+        report.write_junit(args.junit, records)
     passed = sum(r["score"] for r in records)
     if args.format == "json":
         print(report.as_json(records, args.dir))
@@ -251,7 +252,9 @@ def _draw_losses(path, runs):
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.set_title("the toy GPT, trained on gradflow's pieces and on yours")
     ax.legend()
-    figure.savefig(path, dpi=100)
+    check_kind(path, (b"\x89PNG",), "a PNG picture")  # `--plot ws/02_mul_backward.py` keeps the file
+    with written_atomically(path) as tmp, opened(tmp, "wb") as f:  # never through a link (files.py)
+        figure.savefig(f, dpi=100, format="png")
     return path
 
 

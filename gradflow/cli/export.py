@@ -10,18 +10,26 @@ gradflow's own gradflow_tokenizer.json instead, and the command says so. The fol
 beside its destination and renamed into place, so a failed export leaves nothing half-written.
 
 An export never deletes or replaces what it did not write. A folder that already holds files is
-replaced only with --force, and only if it is an earlier export as that export left it: the list
-of files in its gradflow_export.json, which every export writes last, and nothing else. A run's
-folder (the one exported, or any holding ckpt.npz or a run's lock) is never written into, replaced,
-or replaced with a folder holding it, --force or not. Two exports to one folder do not run at once.
+replaced only with --force, and only if it is an earlier export as that export left it: every export
+writes gradflow_export.json last, listing each file it wrote with its size and sha256, and the
+folder must hold those regular files with those bytes, and nothing else (a manifest that is a link,
+or that names a folder, is refused). A run's folder (the one exported, or any holding ckpt.npz or a
+run's lock) is never written into, replaced, or replaced with a folder holding it, --force or not.
+Two exports to one folder do not run at once; the temporary folders of an export that was killed
+(`.NAME.PID.tmp`, its process gone) are removed by the next one, file by file, only files export writes.
 """
 
+import contextlib
+import hashlib
 import json
 import os
-import shutil
+import re
+import stat
 from pathlib import Path
 
 from gradflow.cli.build import context_of, model_from_meta, tokenizer_for
+from gradflow.engine import bounded_json
+from gradflow.engine.files import NotAFile, alive, kind_of, write_atomically
 from gradflow.models.hf import write_hf
 from gradflow.text.hf_tokenizer import hf_tokenizer_files
 from gradflow.training.checkpoint import load_checkpoint
@@ -29,6 +37,8 @@ from gradflow.training.run_lock import NAME as LOCK_NAME
 from gradflow.training.run_lock import FolderLock
 
 MARKER = "gradflow_export.json"  # what makes a folder an earlier export: written last, naming every file
+EXPORTED = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "gradflow_tokenizer.json"}
+MARKER_LIMIT = 1 << 16  # a manifest lists a handful of files
 
 
 def run_export(args):
@@ -48,8 +58,9 @@ def run_export(args):
 
     def write(folder):
         write_hf(folder, weights, config, files)
-        said = {"written_by": "gradflow export", "checkpoint": str(ckpt.path), "files": written}
-        (folder / MARKER).write_text(json.dumps(said, indent=1) + "\n")
+        listed = [{"name": name, **fingerprint(folder / name)} for name in written]
+        said = {"written_by": "gradflow export", "checkpoint": str(ckpt.path), "files": listed}
+        write_atomically(folder / MARKER, json.dumps(said, indent=1) + "\n")
 
     with FolderLock(out.parent / f".{out.name}{LOCK_NAME}", out, "gradflow export"):
         check_target(out, args.checkpoint, args.force)  # again: another export may have written it meanwhile
@@ -80,21 +91,64 @@ def check_target(out, checkpoint, force):
         return
     if not force:
         raise ValueError(f"{out} already holds files; choose another folder or pass --force to replace an export")
+    written = written_before(out)
+    as_written = "--force replaces only an earlier export as it was written; choose another folder"
+    for name in sorted(p.name for p in out.iterdir()):
+        if name != MARKER and name not in written:
+            raise ValueError(f"{out} holds {name}, which gradflow export did not write: {as_written}")
+        mode = os.lstat(out / name).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{out}/{name} is {kind_of(mode)}, which gradflow export never writes: {as_written}")
+        if name != MARKER and fingerprint(out / name) != written[name]:
+            raise ValueError(f"{out}/{name} changed since gradflow export wrote it: {as_written}")
+
+
+def fingerprint(path):
+    """{"size", "sha256"} of the file at `path`: what a manifest records, and --force compares."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        return {"size": os.fstat(f.fileno()).st_size, "sha256": digest.hexdigest()}
+
+
+def written_before(out):
+    """{name: {"size", "sha256"}} of the files an earlier export wrote in `out`, as its manifest lists them;
+    a ValueError in one line for a folder without one that --force may trust."""
+    untrusted = "--force replaces only an earlier export; choose another folder"
     try:
-        written = json.loads((out / MARKER).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        written = None
-    if not isinstance(written, list) or not all(isinstance(name, str) for name in written):
-        raise ValueError(
-            f"{out} holds files gradflow export did not write (no {MARKER} listing them): --force replaces only "
-            "an earlier export; choose another folder"
-        )
-    other = sorted(p.name for p in out.iterdir() if p.name not in (MARKER, *written))
-    if other:
-        raise ValueError(
-            f"{out} holds {other[0]}, which gradflow export did not write: --force replaces only an earlier "
-            "export as it was written; choose another folder"
-        )
+        said = bounded_json.read(out / MARKER, max_bytes=MARKER_LIMIT, follow=False)
+    except NotAFile as err:  # a link to a listing made elsewhere: never trusted
+        raise ValueError(f"{err}: {untrusted}") from None
+    except (OSError, ValueError):
+        said = None
+    files = said.get("files") if isinstance(said, dict) else None
+    if not isinstance(files, list):
+        raise ValueError(f"{out} holds files gradflow export did not write (no {MARKER} listing them): {untrusted}")
+    written = {}
+    for entry in files:
+        if isinstance(entry, str):
+            raise ValueError(
+                f"{out}/{MARKER} lists {entry} without its sha256 (an export of an older gradflow): {untrusted}"
+            )
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or name not in EXPORTED:  # a subfolder, a file of the user's
+            said = str(entry if name is None else name)[:80]
+            raise ValueError(f"{out}/{MARKER} lists {said!r}, which gradflow export never writes: {untrusted}")
+        if not _is_fingerprint({k: v for k, v in entry.items() if k != "name"}):
+            raise ValueError(f"{out}/{MARKER} lists {name} without its size and sha256: {untrusted}")
+        written[name] = {"size": entry["size"], "sha256": entry["sha256"]}
+    return written
+
+
+def _is_fingerprint(d):
+    return (
+        set(d) == {"size", "sha256"}
+        and type(d["size"]) is int
+        and d["size"] >= 0
+        and isinstance(d["sha256"], str)
+        and re.fullmatch("[0-9a-f]{64}", d["sha256"]) is not None
+    )
 
 
 def _holds_run(folder):
@@ -108,9 +162,10 @@ def replace_folder(out, write):
     A folder already at `out` is moved aside first and removed once the new one is in place, so a
     failure at any point leaves either the old folder or the new one, never a mixture.
     """
+    remove_dead_temporaries(out)
     tmp, old = (out.parent / f".{out.name}.{os.getpid()}.{what}" for what in ("tmp", "old"))
     for leftover in (tmp, old):  # from an export of a process of the same id that was killed
-        shutil.rmtree(leftover, ignore_errors=True)
+        remove_export_files(leftover)
     try:
         tmp.mkdir(parents=True)
         write(tmp)
@@ -126,8 +181,34 @@ def replace_folder(out, write):
         kept = "what was there is unchanged" if out.exists() else "nothing was written"
         raise OSError(f"could not write {out} ({e.strerror or e}); {kept}") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+        remove_export_files(tmp)
+        remove_export_files(old)  # the earlier export, checked by check_target to hold its own files alone
+
+
+def remove_dead_temporaries(out):
+    """Remove the `.NAME.PID.tmp` folders that a killed export to `out` left beside it (their process is gone),
+    and the `.NAME.PID.old` ones once `out` is whole again (until then, one may be the only copy)."""
+    for leftover in out.parent.glob(f".{out.name}.*.*"):
+        pid, _, what = leftover.name[len(out.name) + 2 :].partition(".")
+        if pid.isdigit() and not alive(int(pid)) and (what == "tmp" or what == "old" and out.is_dir()):
+            remove_export_files(leftover)
+
+
+def remove_export_files(folder):
+    """Remove the files export writes (and their temporaries) from `folder`, then the folder if that
+    emptied it: never a subfolder, never a file of another name, never what a link points to."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    ours = EXPORTED | {MARKER}
+    for entry in entries:
+        temporary = re.fullmatch(r"\.(.+)\.\d+\.tmp", entry.name)
+        if entry.is_file(follow_symlinks=False) and (entry.name in ours or temporary and temporary[1] in ours):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):  # not empty: something else is there, and stays
+        os.rmdir(folder)
 
 
 def add_command(sub):

@@ -19,7 +19,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from gradflow.cli.build import SMOLLM2, data_file, load_smollm2
-from gradflow.engine.files import written_atomically
+from gradflow.engine.files import write_atomically
 from gradflow.engine.rng import manual_seed
 from gradflow.inference import reply
 from gradflow.nn import lora
@@ -217,8 +217,7 @@ def _score(measured):
 
 
 def _write_report(path, report):
-    with written_atomically(path) as tmp:
-        Path(tmp).write_text(json.dumps(report, indent=1) + "\n")
+    write_atomically(path, json.dumps(report, indent=1) + "\n")
 
 
 def _summary(report, out_dir):

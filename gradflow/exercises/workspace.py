@@ -18,13 +18,15 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gradflow.engine.files import written_atomically
+from gradflow.engine import bounded_json
+from gradflow.engine.files import write_atomically
 from gradflow.exercises import isolation
 from gradflow.exercises.catalog import CAPSTONE_TRACKS, EXERCISES
 from gradflow.exercises.diagnose import Failed, still_todo
 from gradflow.exercises.pieces import given_context
 
 PROGRESS = ".progress.json"
+PROGRESS_LIMIT = 1 << 20  # every exercise's record takes a few KB in all
 
 
 def file_name(exercise):
@@ -71,7 +73,7 @@ def start(directory):
         )
     directory.mkdir(parents=True, exist_ok=True)
     for exercise in EXERCISES:
-        write(directory / file_name(exercise), file_text(exercise))
+        write_atomically(directory / file_name(exercise), file_text(exercise))
     return [directory / file_name(e) for e in EXERCISES]
 
 
@@ -82,13 +84,8 @@ def restore(exercise, directory):
         raise FileExistsError(f"{path} exists: --restore writes only a missing file, never over your work")
     if not Path(directory).is_dir():
         raise FileNotFoundError(f"{directory} is not a folder: start a workspace with `gradflow exercises start DIR`")
-    write(path, file_text(exercise))
+    write_atomically(path, file_text(exercise))
     return path
-
-
-def write(path, text):
-    with written_atomically(path) as tmp:
-        Path(tmp).write_text(text)
 
 
 def located(directory):
@@ -170,12 +167,20 @@ def digest(path):
 
 
 def progress(directory):
-    """{exercise name: {"sha256", "passed"}} of the last checks (empty for a folder never checked)."""
+    """{exercise name: {"sha256", "passed"}} of the last checks (empty for a folder never checked).
+
+    The file is written atomically, so one gradflow cannot read (too large, nested too deep, not JSON,
+    not a regular file) was put there by something else: it is refused in one line, never rewritten."""
     path = Path(directory) / PROGRESS
     try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
+        saved = bounded_json.read(path, max_bytes=PROGRESS_LIMIT)
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"{err}: it is not the progress file gradflow writes (it keeps your hints and passes, never your "
+            "work); move it away to start it afresh"
+        ) from None
     return saved if isinstance(saved, dict) else {}
 
 
@@ -187,7 +192,7 @@ def _update(exercise, directory, **entries):
     saved = progress(directory)
     last = saved.get(exercise.name)
     saved[exercise.name] = {**(last if isinstance(last, dict) else {}), **entries}
-    write(Path(directory) / PROGRESS, json.dumps(saved, indent=1, sort_keys=True) + "\n")
+    write_atomically(Path(directory) / PROGRESS, json.dumps(saved, indent=1, sort_keys=True) + "\n")
 
 
 def next_hint(exercise, directory):

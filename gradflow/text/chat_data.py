@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 
+from gradflow.engine import bounded_json
 from gradflow.text.batches import _check_positive_int
 from gradflow.text.corpus import read_text
 
@@ -92,11 +93,13 @@ def read_chat_jsonl(path):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = bounded_json.loads(line, "it")
         except json.JSONDecodeError as err:
             raise ValueError(
                 f"read_chat_jsonl: {path}, line {number}: not valid JSON ({err.msg}, column {err.colno})"
             ) from None
+        except ValueError as err:  # nested deeper than any conversation
+            raise ValueError(f"read_chat_jsonl: {path}, line {number}: {err}") from None
         problem = _conversation_problem(record)
         if problem:
             raise ValueError(f"read_chat_jsonl: {path}, line {number}: {problem}")

@@ -16,6 +16,8 @@ import os
 
 import numpy as np
 
+from gradflow.engine import bounded_json
+from gradflow.engine.files import write_atomically
 from gradflow.text.corpus import read_text
 
 # type name -> Tokenizer subclass, filled in as each subclass is defined
@@ -33,9 +35,7 @@ class Tokenizer:
 
     def save(self, path):
         """Write `to_dict()` to a JSON file (non-ASCII characters escaped, so any text survives)."""
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f)
-            f.write("\n")
+        write_atomically(path, json.dumps(self.to_dict()) + "\n")
 
     @classmethod
     def load(cls, path):
@@ -99,8 +99,8 @@ def read_tokenizer_json(path, where):
     """The dict stored in a tokenizer JSON file, or an error naming the file and what is wrong with it."""
     text = read_text(path, where)
     try:
-        d = json.loads(text)
-    except json.JSONDecodeError as err:
+        d = bounded_json.loads(text, "it")
+    except ValueError as err:  # not JSON, or nested too deep to read
         raise ValueError(f"{path}: not a tokenizer JSON file: {err}") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path}: not a tokenizer JSON file: expected an object, got {type(d).__name__}")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradflow.engine.files import written_atomically
+from gradflow.engine.files import write_atomically
 from gradflow.engine.tensor import Tensor
 from gradflow.nn.module import Module
 from gradflow.tools.explore_page import page_html
@@ -55,8 +55,7 @@ class Explorer:
             raise FileExistsError(f"explore: {path} exists; pass force=True (--force) to replace it")
         if not path.parent.is_dir():
             raise FileNotFoundError(f"explore: cannot write {path}: there is no directory {path.parent}")
-        with written_atomically(path) as tmp:
-            tmp.write_text(self.html, encoding="utf-8")
+        write_atomically(path, self.html)
         return path
 
     def _repr_html_(self):

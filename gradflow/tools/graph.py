@@ -27,6 +27,7 @@ import graphviz
 import numpy as np
 
 from gradflow.engine.autograd import retain_grads, topological_order
+from gradflow.engine.files import write_atomically
 from gradflow.engine.tensor import Tensor
 from gradflow.nn.module import Module, Parameter
 
@@ -140,7 +141,7 @@ class ComputationGraph(graphviz.Digraph):
         if not path.parent.is_dir():  # fail before the layout, which can take a while for a large graph
             raise FileNotFoundError(f"cannot write '{path}': there is no directory '{path.parent}'")
         fmt = FILE_FORMATS[suffix]
-        path.write_bytes(self.source.encode("utf-8") if fmt is None else render(self.source, fmt))
+        write_atomically(path, self.source.encode("utf-8") if fmt is None else render(self.source, fmt))
         return path
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gradflow.engine import bounded_json
-from gradflow.engine.files import written_atomically
+from gradflow.engine.files import opened, written_atomically
 from gradflow.nn.lora import load_lora_state_dict, lora_state_dict
 
 FORMAT = "gradflow-checkpoint"
@@ -108,12 +108,8 @@ def save_checkpoint(path, model, optimizer=None, meta=None, adapters=False):
     meta = {"format": FORMAT, "version": VERSION, **meta}
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with written_atomically(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-    except OSError as e:  # a full disk, say: name the file, and say that what was there is untouched
-        kept = "the previous one is unchanged" if path.exists() else "nothing was there before"
-        raise OSError(f"could not write checkpoint {path} ({e.strerror or e}); {kept}") from None
+    with written_atomically(path, "checkpoint ") as tmp, opened(tmp, "wb") as f:  # a full disk: one line
+        np.savez(f, **arrays)
     return path
 
 

@@ -10,6 +10,8 @@ The lower two appear once an evaluation has logged the run's health.
 
 import numpy as np
 
+from gradflow.engine.files import opened, written_atomically
+
 
 def plot_run(path, records, history, grad_clip):
     """Draw `records` (metrics.jsonl's lines) and `history` (the evaluations' records) to path; returns path."""
@@ -49,6 +51,7 @@ def plot_run(path, records, history, grad_clip):
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("step")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with written_atomically(path) as tmp, opened(tmp, "wb") as f:  # never through a link (files.py)
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
     return path

@@ -12,12 +12,18 @@ Removing the file opens a race: a process that opened it just before it was remo
 file no longer in the folder, while a third creates and locks a new one. So whoever locks checks
 that the path still names the file it locked, and starts again if it does not.
 
+The file is opened without following a link and must be a regular file (gradflow/engine/files.py): a
+run folder received from someone else may hold `.gradflow-lock` as a link to a file of yours, which
+locking would otherwise overwrite; a link, a FIFO or a folder there is refused in one line naming it.
+
 Python on Windows has no fcntl: there folders are not locked, and two runs on one folder are not
 stopped.
 """
 
 import os
 from pathlib import Path
+
+from gradflow.engine.files import open_regular
 
 try:
     import fcntl
@@ -46,12 +52,16 @@ class FolderLock:
             if not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True)
                 self.made = True  # removed again on release if nothing else was written there
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a link, never into a FIFO (files.py): a run folder may come from anyone
+                fd = open_regular(self.path, "x")
+            except FileExistsError:  # left by a killed process, or held now: lock the file that is there
+                fd = open_regular(self.path, "w")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                holder = _holder(fd)
                 os.close(fd)
-                raise FolderInUse(f"{self.folder} is in use by {self._holder()}; wait for it to end") from None
+                raise FolderInUse(f"{self.folder} is in use by {holder}; wait for it to end") from None
             if _names(self.path, fd):
                 self.fd = fd
             else:  # its holder removed the file while this process opened it: lock the file there now
@@ -64,19 +74,12 @@ class FolderLock:
         """Remove the file, then let the lock go (removing it first: see the module's docstring)."""
         if self.fd is None:
             return
-        self.path.unlink(missing_ok=True)
+        if _names(self.path, self.fd):  # what lies there now is the file locked (nothing else is removed)
+            self.path.unlink()
         os.close(self.fd)
         self.fd = None
         if self.made and not any(self.path.parent.iterdir()):
             self.path.parent.rmdir()  # a command refused before it wrote anything leaves no folder behind
-
-    def _holder(self):
-        """`process <pid> (<command>)` as the holder wrote it (it may not have written it yet)."""
-        try:
-            pid, _, command = self.path.read_text().strip().partition(" ")
-        except OSError:
-            pid = ""
-        return f"process {pid} ({command})" if pid.isdigit() else "another process"
 
     def __enter__(self):
         return self.acquire()
@@ -85,10 +88,16 @@ class FolderLock:
         self.release()
 
 
+def _holder(fd):
+    """`process <pid> (<command>)` as the holder wrote it in the lock file open as `fd` (it may not have yet)."""
+    pid, _, command = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip().partition(" ")
+    return f"process {pid} ({command})" if pid.isdigit() else "another process"
+
+
 def _names(path, fd):
     """Whether `path` is the file open as `fd`."""
     try:
-        here = os.stat(path)
+        here = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
     there = os.fstat(fd)

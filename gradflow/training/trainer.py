@@ -43,7 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gradflow.engine import bounded_json
 from gradflow.engine.autograd import no_grad
+from gradflow.engine.files import opened, write_atomically
 from gradflow.engine.grad_norm import grad_norm
 from gradflow.engine.kernels import fast_unless_chosen
 from gradflow.engine.rng import get_rng_state, is_state, manual_seed, set_rng_state
@@ -206,20 +208,16 @@ def check_fresh(out_dir):
 
 def read_metrics(path):
     """The records of a metrics.jsonl (none if there is no file: a checkpoint copied alone); a line cut short
-    (a full disk, a kill) or holding bytes that are not UTF-8 is dropped with a warning."""
+    (a full disk, a kill), holding bytes that are not UTF-8, nested too deep or too long to be a record
+    (bounded_json) is dropped with a warning."""
     if not Path(path).exists():
         return []
     records = []
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            try:
-                record = json.loads(line.decode("utf-8"))
-            except ValueError:  # UnicodeDecodeError is one
-                record = None
-            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-                warnings.warn(f"{path}: line {number} is not a complete record; dropped", stacklevel=2)
-                continue
-            records.append(record)
+    for number, record in bounded_json.lines(path):
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            warnings.warn(f"{path}: line {number} is not a complete record; dropped", stacklevel=2)
+            continue
+        records.append(record)
     return records
 
 
@@ -403,7 +401,7 @@ class Trainer:
         path = self.out_dir / "metrics.jsonl"
         if self.rank == 0 and path.exists():
             kept = [r for r in read_metrics(path) if r["step"] <= step]
-            path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            write_atomically(path, "".join(json.dumps(r) + "\n" for r in kept))
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -498,8 +496,8 @@ class Trainer:
             if self.parallel:
                 self.parallel.close()
                 self.parallel = None
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             if bar is not None:
                 bar.close()
         if stopped:
@@ -528,19 +526,23 @@ class Trainer:
         return self.parallel.stop_agreed if self.parallel else self._stop
 
     def _catch_interrupt(self):
-        """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once."""
+        """First Ctrl-C: finish the current step, save, stop. A second one interrupts at once. A single
+        process treats SIGTERM and SIGHUP (`kill`, the terminal closing) as Ctrl-C; over MPI the ranks
+        hear them as Ctrl-C from `train --processes` (distributed.py): {signal: the handler it replaced}."""
 
         def handler(signum, frame):
             if self._stop:
                 raise KeyboardInterrupt
             self._stop = True
             if self.rank == 0:
-                print("\ninterrupted: saving a checkpoint and stopping (Ctrl-C again to abort)", flush=True)
+                said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+                print(f"\n{said}: saving a checkpoint and stopping (Ctrl-C again to abort)", flush=True)
 
+        names = ("SIGINT",) if self.config.processes > 1 else ("SIGINT", "SIGTERM", "SIGHUP")
         try:
-            return signal.signal(signal.SIGINT, handler)
+            return {s: signal.signal(s, handler) for s in (getattr(signal, n) for n in names if hasattr(signal, n))}
         except ValueError:  # not the main thread: leave Ctrl-C alone
-            return None
+            return {}
 
     # --- records --------------------------------------------------------------------------------
 
@@ -549,7 +551,7 @@ class Trainer:
         if self.rank > 0:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.out_dir / "metrics.jsonl", "a") as f:
+        with opened(self.out_dir / "metrics.jsonl", "a") as f:  # never through a link (files.py)
             f.write(json.dumps(record) + "\n")
 
     def plot(self):

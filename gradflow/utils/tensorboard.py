@@ -18,6 +18,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from gradflow.engine.files import opened
+
 
 class SummaryWriter:
     """Appends each scalar to log_dir/scalars.jsonl (log_dir: runs/<date-time>_<host> by default, as PyTorch's)."""
@@ -33,7 +35,7 @@ class SummaryWriter:
     def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, **kwargs):
         """One line: {"tag", "value" (a number or a one-element tensor, as a float), "step", "time"}."""
         if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open until close(), as PyTorch's)
+            self._file = opened(self.path, "a")  # open until close(), as PyTorch's; never through a link
         record = {"tag": tag, "value": float(scalar_value), "step": global_step, "time": walltime or time.time()}
         self._file.write(json.dumps(record) + "\n")
 
