@@ -2,9 +2,18 @@
 
 The order, lowest first (gradflow/__init__.py says the same in words):
 engine -> optim -> fast -> nn, text, cuda, utils -> pretrained -> training, inference -> tools -> models -> cli.
+
+Beside the layers, the compatibility surface (docs/layout.md): the modules that exist only so that
+PyTorch's import paths work (torch.cuda, torch.backends, torch.utils, torch.amp, torch.distributed,
+torch.onnx, torch.serialization, torch.nn.parallel, torch.nn.utils). Two rules hold for them: each
+defines only names PyTorch has at that path, and no core file imports them (only the package's and
+nn's __init__.py, which put them at PyTorch's paths).
 """
 
 import ast
+import importlib
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +25,13 @@ MODELS = Path(__import__("gradflow.models", fromlist=["_"]).__file__).parent
 RANK = {"engine": 0, "optim": 1, "fast": 2, "nn": 3, "text": 3, "cuda": 3, "backends": 3, "utils": 3, "pretrained": 4}
 RANK |= {"training": 5, "inference": 5}
 RANK |= {"tools": 6, "exercises": 7, "models": 7, "cli": 8}
+RANK |= {"amp": 2, "distributed": 3, "onnx": 3, "serialization": 3}  # the top-level files (cuda.amp imports amp)
 FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p != MODELS)
+TOP_FILES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem in RANK)
+
+# The compatibility surface: PyTorch's paths, gradflow's answers (docs/layout.md, "PyTorch's paths").
+COMPATIBILITY = ["cuda", "backends", "utils", "amp", "distributed", "onnx", "serialization", "nn.parallel", "nn.utils"]
+EXPOSERS = [PACKAGE / "__init__.py", PACKAGE / "nn" / "__init__.py"]  # they put the surface at PyTorch's paths
 
 
 def imported_modules(path):
@@ -42,10 +57,12 @@ def library_files():
     for folder in FOLDERS:
         for path in sorted((PACKAGE / folder).rglob("*.py")):
             yield folder, path
+    for name in TOP_FILES:
+        yield name, PACKAGE / f"{name}.py"
 
 
 def test_every_folder_has_a_rank_and_says_what_it_is():
-    assert set(FOLDERS) == set(RANK) - {"models"}, "a new folder needs its place in RANK"
+    assert set(FOLDERS) | set(TOP_FILES) == set(RANK) - {"models"}, "a new folder needs its place in RANK"
     for folder in FOLDERS:
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
         assert doc and len(doc.split()) >= 12, f"gradflow/{folder}/__init__.py: a paragraph on what the folder is"
@@ -162,3 +179,63 @@ def test_the_walk_and_apply_read_in_one_screen(qualname, most_lines, most_comple
     assert complexity(function) <= most_complexity, (
         f"autograd.{qualname} has cyclomatic complexity {complexity(function)}; at most {most_complexity}"
     )
+
+
+# --- the compatibility surface ----------------------------------------------------------------------
+
+
+def compatibility_files():
+    """(gradflow's module name, its file) for every module of the surface."""
+    for name in COMPATIBILITY:
+        path = PACKAGE.joinpath(*name.split("."))
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+        for file in files:
+            parts = file.relative_to(PACKAGE).with_suffix("").parts
+            yield "gradflow." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts), file
+
+
+def is_compatibility(module):
+    return any(module == f"gradflow.{name}" or module.startswith(f"gradflow.{name}.") for name in COMPATIBILITY)
+
+
+def test_no_core_file_imports_the_compatibility_surface():
+    surface = {file for _, file in compatibility_files()}
+    for _, path in library_files():
+        if path in surface or path in EXPOSERS:
+            continue
+        used = sorted(m for m in imported_modules(path) if is_compatibility(m))
+        assert not used, f"{path} imports {used[0]}: the compatibility surface is PyTorch's paths, not a library"
+
+
+def public_names(path):
+    """The functions, classes and (lower-case) values a file defines at its top, without a leading _."""
+    names = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name) and t.id != t.id.upper()]
+    return [name for name in names if not name.startswith("_")]
+
+
+def torch_has(module):
+    """Whether PyTorch's module of that name has a name: asked of the module (torch.backends.cudnn answers
+    through properties), or read from its source where importing it needs an optional package
+    (torch.utils.tensorboard needs tensorboard)."""
+    try:
+        theirs = importlib.import_module(module)
+        return lambda name: hasattr(theirs, name)
+    except ImportError:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None, f"PyTorch has no module {module}"
+        tree = ast.parse(Path(spec.origin).read_text())
+        names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        return names.__contains__
+
+
+@pytest.mark.parametrize("module, path", list(compatibility_files()), ids=lambda v: str(v).split("gradflow/")[-1])
+def test_the_compatibility_surface_holds_only_pytorchs_paths(module, path):
+    torch = pytest.importorskip("torch") if os.environ.get("GRADFLOW_REQUIRE_TORCH") != "1" else __import__("torch")
+    theirs = torch_has("torch" + module.removeprefix("gradflow"))
+    stray = [name for name in public_names(path) if not theirs(name) and not hasattr(torch, name)]
+    assert not stray, f"{path} defines {stray}, which PyTorch has neither at {module} nor at its top level"
