@@ -118,8 +118,11 @@ def _checkpoint(path, prompt, weight):
         raise ValueError(f"--weight {weight!r} is not a parameter of the model; for example {names[0]}")
     directory = Path(path) if Path(path).is_dir() else Path(path).parent
     metrics = directory / "metrics.jsonl"
+    numbered = read_metrics(metrics, numbered=True)
     training = {
-        "metrics": read_metrics(metrics) if metrics.exists() else [],
+        "metrics": [record for _, record in numbered],
+        "lines": [number for number, _ in numbered],  # so that the page names where a NaN came from
+        "source": str(metrics),
         "snapshots": _snapshots(directory, weight),
         "weight": weight,
     }

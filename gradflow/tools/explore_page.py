@@ -16,6 +16,7 @@ from gradflow.tools.graph import KINDS, MODULE, OP, layout_program
 
 ASSETS = Path(__file__).parent / "explorer"
 FONT = 14  # points of a node's name, one SVG unit each: at zoom 1 it is 14 px on screen
+SMALL = FONT - 1  # a tensor's shape and an op's constants: at the page's least zoom (0.86) still 11 px
 INSTALL = "install Graphviz (apt-get install graphviz, brew install graphviz, or pip install graphviz-pure)"
 
 
@@ -27,7 +28,7 @@ def _dot_string(text):
 def _tensor_label(info):
     """Its readable name over its shape: the numbers are in the panel, so that every box stays narrow."""
     shape = "(" + ", ".join(map(str, info["shape"])) + ("," if len(info["shape"]) == 1 else "") + ")"
-    small = f'<font point-size="{FONT - 3}" color="#4b5563">{shape}</font>'
+    small = f'<font point-size="{SMALL}" color="#4b5563">{shape}</font>'
     return f"<<b>{html.escape(info['title'])}</b><br/>{small}>"
 
 

@@ -89,12 +89,13 @@ def tour(views):
         loss = main["nodes"][root[0]]
         value = loss["data"].get("values", [None])[0] if loss["data"] else None
         said = f" = {value:.4g}" if isinstance(value, float) else ""
+        named = "" if loss["title"] == "loss" else f", {loss['title']},"  # not "The loss loss = ..."
         stops.append(
             {
                 "view": 0,
                 "node": root[0],
                 "step": None,
-                "caption": f"The loss {loss['title']}{said}. Backward starts here from dL/dL = 1 and runs "
+                "caption": f"The loss{named}{said}. Backward starts here from dL/dL = 1 and runs "
                 "the ops in reverse, each turning the gradient of its output into gradients of its inputs.",
             }
         )

@@ -1,28 +1,63 @@
 """The explorer's training scrub: a run's metrics and weight snapshots, step by step.
 
-    training = {"metrics": [records of metrics.jsonl], "snapshots": {step: {name: array}}, "weight": name}
+    training = {"metrics": [records of metrics.jsonl], "snapshots": {step: {name: array}}, "weight": name,
+                "source": "out/metrics.jsonl", "lines": [the line of each record]}      (the last two optional)
 
 The page's slider moves over the steps the metrics name; at each it shows the loss so far, each
 block's gradient norm and update size (||delta w|| / ||w||) from the evaluation at or before it, and
 the chosen weight matrix in the snapshot at or before it, with its change since the previous one.
+
+A long run logs a record per step: 150,000 of them would make a page of megabytes that draws no
+faster than a few thousand, a pixel's width holding dozens of steps. So the curves are thinned to
+at most POINTS points: the steps are cut into buckets of consecutive records, and each bucket keeps
+its lowest and its highest value, in step order, so that a spike shows as it would at full length.
+A loss or a measure that is NaN or inf (a run that diverged) is drawn as a gap (null), and the page
+names the file and line it came from.
 """
+
+import math
 
 import numpy as np
 
 from gradflow.tools.explore_data import heat, stats
 
+POINTS = 4000  # per curve: a few per pixel of the page's plots
+NOTES = 5  # the places of non-finite values named on the page (the rest counted)
+MEASURES = ("train_loss", "val_loss", "grad_norm", "clip_fraction")
+
 
 def training_data(training):
-    """The scrub's data, checked: metrics as (step, loss) points and evaluations, one matrix per snapshot."""
+    """The scrub's data, checked: metrics as (step, loss) points and evaluations, one matrix per snapshot,
+    each curve thinned to at most POINTS points, and `notes` naming where a NaN or an inf was found."""
     if not isinstance(training, dict) or not isinstance(training.get("metrics", []), list):
         raise TypeError("explore: training must be a dict with a list of metrics records")
     records = training.get("metrics", [])
-    losses = [[r["step"], r["loss"]] for r in records if isinstance(r.get("loss"), (int, float))]
-    evals = [
-        {k: r[k] for k in ("step", "train_loss", "val_loss", "grad_norm", "clip_fraction", "blocks") if k in r}
-        for r in records
-        if "val_loss" in r
+    source, lines = training.get("source", "metrics"), training.get("lines") or range(1, len(records) + 1)
+    found = []  # (where, what) of every value that is not finite
+
+    def finite(value, where, what):
+        """The number, or None (a gap) if it is NaN or inf, remembering where that was."""
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append(f"{source}, line {where}: {what} is {value}")
+            return None
+        return value
+
+    losses = [
+        [r["step"], finite(r["loss"], line, "loss")]
+        for r, line in zip(records, lines)
+        if isinstance(r.get("loss"), (int, float))
     ]
+    evals = []
+    for r, line in zip(records, lines):
+        if "val_loss" in r:
+            e = {k: finite(r[k], line, k) for k in ("step", *MEASURES) if k in r}
+            if isinstance(r.get("blocks"), dict):
+                e["blocks"] = {
+                    name: {k: finite(v, line, f"{name} {k}") for k, v in measures.items()}
+                    for name, measures in r["blocks"].items()
+                    if isinstance(measures, dict)
+                }
+            evals.append(e)
     weight, snapshots = training.get("weight"), training.get("snapshots") or {}
     shots, previous = [], None
     for step in sorted(snapshots):
@@ -32,4 +67,29 @@ def training_data(training):
         change = None if previous is None else heat(w - previous)
         shots.append({"step": int(step), "heat": heat(w), "stats": stats(w), "change": change})
         previous = w
-    return {"losses": losses, "evals": evals, "weight": weight, "snapshots": shots}
+    notes = found[:NOTES] + ([f"and {len(found) - NOTES} more"] if len(found) > NOTES else [])
+    return {
+        "losses": thinned(losses, lambda p: p[1]),
+        "evals": thinned(evals, lambda e: e.get("val_loss")),
+        "weight": weight,
+        "snapshots": shots,
+        "notes": notes,
+    }
+
+
+def thinned(items, value, most=POINTS):
+    """At most about `most` of `items` (in step order): each bucket of consecutive items keeps the one of
+    lowest and the one of highest value(item), in their order, and its first gap (value None), if any."""
+    if len(items) <= most:
+        return items
+    size = math.ceil(len(items) / (most // 3))  # up to three kept per bucket
+    kept = []
+    for start in range(0, len(items), size):
+        bucket = range(start, min(start + size, len(items)))
+        numbers = [i for i in bucket if value(items[i]) is not None]
+        gaps = [i for i in bucket if value(items[i]) is None]
+        chosen = set(gaps[:1])
+        if numbers:
+            chosen |= {min(numbers, key=lambda i: value(items[i])), max(numbers, key=lambda i: value(items[i]))}
+        kept += [items[i] for i in sorted(chosen)]
+    return kept

@@ -21,10 +21,12 @@ from gradflow.engine.ops.composed import REFERENCES
 from gradflow.fast import REPLACES
 from gradflow.tools.explore_data import heat, stats, summary
 from gradflow.tools.explore_names import NAME, expression, short
+from gradflow.tools.explore_page import SMALL
 from gradflow.tools.explore_worked import worked
 from gradflow.tools.graph import KINDS, op_label, param_text, shared_scope, tensor_kind, walk
 
 PLAIN_OF = {fast: plain for plain, fast in REPLACES.items()}
+WORKED_NAME = 16  # characters of a name in a worked element's lines, which repeat it
 REARRANGES = ("reshape", "permute")  # the same numbers in another shape: named by what reads them
 
 
@@ -228,6 +230,8 @@ class Exploration:
         if id(t) not in g.titles:
             home, op = g.home(t), t.grad_fn
             g.titles[id(t)] = self.name(t) or (f"{t.data.item():.4g}" if t.data.size == 1 else "constant")
+            if g.titles[id(t)] == "constant" and op is None:  # rope's cos and sin, not two "constant"s
+                g.titles[id(t)] = self.read_as(g, t) or "constant"
             if not self.name(t) and op is not None:
                 leaves = op.scope[len(home)] if len(op.scope) > len(home) else None
                 if id(leaves) in self.module_names and id(leaves) not in g.twice:
@@ -253,12 +257,11 @@ class Exploration:
         return self.title(g, t)
 
     def read_as(self, g, t):
-        """The name its one reader's forward gives it (attention's q, k, v), if that says more than x."""
-        readers = g.readers.get(t, [])
-        if len(readers) != 1:
-            return None
-        names = [n for u, n in zip(readers[0].inputs, _input_names(readers[0])) if u is t]
-        return names[0] if names and names[0] not in ("x", "a", "b") and not names[0].startswith("x") else None
+        """The name its readers' forward gives it (attention's q, k, v; rope's cos, sin), if they agree
+        and it says more than x."""
+        names = {n for op in g.readers.get(t, []) for u, n in zip(op.inputs, _input_names(op)) if u is t}
+        (name,) = names if len(names) == 1 else (None,)
+        return name if name and name not in ("x", "a", "b") and not name.startswith("x") else None
 
     def module_path(self, scope):
         if not scope:
@@ -304,7 +307,7 @@ class Exploration:
             "output": self.node_id(g.output[op], "t"),
             "shares": [brief(g.shares.get((op, i)), marks.get(i)) for i in range(len(op.inputs))],
             "worked": worked,
-            "label": op_label(op),
+            "label": op_label(op, SMALL),
             "fused": op.name in REFERENCES,
             "view": None,
         }
@@ -317,10 +320,10 @@ class Exploration:
         out = g.output[op]
         if out.grad is None:
             return None
-        names = [None if t is None else self.title(g, t) for t in op.inputs]
+        names = [None if t is None else short(self.title(g, t), WORKED_NAME) for t in op.inputs]
         inputs = [None if t is None else t.data for t in op.inputs]
         shares = [g.shares.get((op, i)) for i in range(len(op.inputs))]
-        return worked(op, names, inputs, out.data, out.grad.data, shares, self.title(g, out))
+        return worked(op, names, inputs, out.data, out.grad.data, shares, short(self.title(g, out), WORKED_NAME))
 
     def decomposition(self, g, op, parent):
         """Open a fused op into primitive ops: its reference (engine/ops/composed.py), each step's

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from gradflow.tools.explore_worked_fused import FUSED
-from gradflow.tools.explore_worked_terms import Case, linear, local
+from gradflow.tools.explore_worked_terms import COPY, Case, linear, local
 
 
 def _sigmoid(x):
@@ -86,7 +86,6 @@ def _div(case, j, e):
     return local("-{y} / {x}", lambda xs, y, j: -y / xs[1])(case, j, e)
 
 
-COPY = "1"  # an op that copies (or sums) its input's numbers: each lands with weight 1
 RULES = dict(LOCAL) | {
     "clip": lambda case, j, e: local("[lo <= {x} <= hi]", _clip(case))(case, j, e),
     "div": _div,
@@ -94,8 +93,8 @@ RULES = dict(LOCAL) | {
     "sub": linear(COPY, "-1"),
     "neg": linear("-1"),
     "mul": linear("{1}", "{0}"),
-    "matmul": linear("{1}[k, j] (dy[i, j]/d{0}[i, k])", "{0}[i, k] (dy[i, j]/d{1}[k, j])"),
-    "linear": linear("W[o, i] (y = x W^T + b)", "x[n, i] (y = x W^T + b)", COPY),
+    "matmul": linear("{1}", "{0}"),  # dy_ij/dA_ik = B_kj, dy_ij/dB_kj = A_ik: the other factor's matching number
+    "linear": linear("{1}", "{0}", COPY),
     "einsum": linear("the product of the other factors"),
     "mean": linear("1/n for the n numbers averaged"),
     "cumsum": linear(COPY),

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from gradflow.engine.ops.attention import allowed_keys, softmax_of_scores
-from gradflow.tools.explore_worked_terms import SHOWN, at, d, element, linear, number
+from gradflow.tools.explore_worked_terms import COPY, SHOWN, at, d, element, linear, number
 
 
 def _some(values):
@@ -28,6 +28,11 @@ def _some(values):
     values = list(values)
     tail = f", … ({len(values)})" if len(values) > SHOWN else ""
     return "[" + ", ".join(number(v) for v in values[:SHOWN]) + tail + "]"
+
+
+def _products(pairs):
+    """a*b + c*d + … of the first SHOWN pairs."""
+    return " + ".join(f"{number(x)}*{number(y)}" for x, y in pairs[:SHOWN]) + (" + …" if len(pairs) > SHOWN else "")
 
 
 def _row(e, axis):
@@ -52,10 +57,9 @@ def softmax(case, j, e):
     s = float(np.sum(g * y))
     k = e[axis]
     value = y[k] * (g[k] - s)
-    terms = " + ".join(f"{number(a)}*{number(b)}" for a, b in list(zip(g, y))[:SHOWN])
     return [
         f"the row {_where(e, axis)}: y = {_some(y)}, g = {_some(g)}",
-        f"s = sum_i g_i y_i = {terms}{' + …' if len(y) > SHOWN else ''} = {number(s)}",
+        f"s = sum_i g_i y_i = {_products(list(zip(g, y)))} = {number(s)}",
         f"{d(x)}{at(e)} = y_j (g_j - s) = {number(y[k])} * ({number(g[k])} - {number(s)}) = {number(value)}",
     ], value
 
@@ -99,7 +103,7 @@ def _normalized(case, e, centred):
 
 def layer_norm(case, j, e):
     if j > 0:
-        return linear("", "xhat[n, k] (y = xhat * w + b)", "1 (y = xhat * w + b)")(case, j, e)
+        return linear("", "xhat", COPY)(case, j, e)
     r, xhat, gh, lines = _normalized(case, e, centred=True)
     k = e[-1]
     m1, m2 = gh.mean(), (gh * xhat).mean()
@@ -113,7 +117,7 @@ def layer_norm(case, j, e):
 
 def rms_norm(case, j, e):
     if j > 0:
-        return linear("", "xhat[n, k] (y = xhat * w)")(case, j, e)
+        return linear("", "xhat")(case, j, e)
     r, xhat, gh, lines = _normalized(case, e, centred=False)
     k = e[-1]
     m2 = (gh * xhat).mean()
@@ -188,24 +192,20 @@ def attention(case, j, e):
         value = scale * float(sum(ds[bb + (i,)] @ kk[bb][:, c] for bb in batches))
         terms = list(zip(ds[b + (i,)], kk[b][:, c]))
         return [
-            f"query {i} (batch {at(b)}): A[i, :] = {_some(a[b + (i,)])}",
-            f"dA[i, j] = g[i, :] · v[j, :] = {_some(da[b + (i,)])}",
-            f"s = sum_j A[i, j] dA[i, j] = {number(s[b + (i, 0)])}",
-            f"dS[i, j] = A[i, j] (dA[i, j] - s) = {_some(ds[b + (i,)])}",
-            f"{d(case.names[0])}{at(e)} = scale * sum_j dS[i, j] {case.names[1]}[j, {c}]{shared}",
-            f"  = {number(scale)} * ({' + '.join(f'{number(x)}*{number(y)}' for x, y in terms[:SHOWN])}"
-            f"{' + …' if len(terms) > SHOWN else ''}) = {number(value)}",
+            f"query {i}{f' of batch {at(b)}' if b else ''}: dA[i, j] = g[i, :] · v[j, :] = {_some(da[b + (i,)])}",
+            f"dS[i, j] = A[i, j] (dA[i, j] - s), s = sum_j A[i, j] dA[i, j] = {number(s[b + (i, 0)])}: "
+            f"{_some(ds[b + (i,)])}",
+            f"{d(case.names[0])}{at(e)} = scale sum_j dS[i, j] {case.names[1]}[j, {c}]{shared}",
+            f"  = {number(scale)} * ({_products(terms)}) = {number(value)}",
         ], value
     key, c = e[-2:]
     qq = np.broadcast_to(q, full + q.shape[-2:])
     value = scale * float(sum(ds[bb][:, key] @ qq[bb][:, c] for bb in batches))
     terms = list(zip(ds[b][:, key], qq[b][:, c]))
     return [
-        f"key {key} (batch {at(b)}): the weight each query gives it, A[:, j] = {_some(a[b][:, key])}",
-        f"dA = g v^T, s_i = sum_j A[i, j] dA[i, j],  dS[:, j] = A[:, j] (dA[:, j] - s) = {_some(ds[b][:, key])}",
-        f"{d(case.names[1])}{at(e)} = scale * sum_i dS[i, j] {case.names[0]}[i, {c}]{shared}",
-        f"  = {number(scale)} * ({' + '.join(f'{number(x)}*{number(y)}' for x, y in terms[:SHOWN])}"
-        f"{' + …' if len(terms) > SHOWN else ''}) = {number(value)}",
+        f"key {key}: dS[i, j] = A[i, j] (dA[i, j] - s_i) for each query i = {_some(ds[b][:, key])}",
+        f"{d(case.names[1])}{at(e)} = scale sum_i dS[i, j] {case.names[0]}[i, {c}]{shared}",
+        f"  = {number(scale)} * ({_products(terms)}) = {number(value)}",
     ], value
 
 

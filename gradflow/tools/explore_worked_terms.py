@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-SHOWN = 4  # terms of a long sum written out before "…"
+COPY = "1"  # the coefficient of an op that copies (or sums) its input's numbers: each lands with weight 1
+SHOWN = 3  # terms of a long sum written out before "…"
 ROUNDING = 1e-5  # a sum this small beside the size of its terms is 0 but for float32's rounding
 
 
@@ -69,12 +70,13 @@ class Case:
             return np.where(a == b, 0.0, a - b)  # a place filled with -inf in both reads 0, not nan
 
 
-def through(case, j, e, c, coefficient):
-    """dL/dx_e = sum_i g_i c_i over the outputs i where c_i = dy_i/dx_e is not 0, written out."""
+def through(case, j, e, c, coefficient, copy=False):
+    """dL/dx_e = sum_i g_i c_i over the outputs i where c_i = dy_i/dx_e is not 0, written out; copy: an op
+    that only moves numbers (a reshape, an index, an add), whose gradient lands where x_e went."""
     reached = [tuple(int(k) for k in i) for i in np.argwhere(c != 0)]
     gs, cs = [case.g[i] for i in reached], [c[i] for i in reached]
     value = float(sum(g * k for g, k in zip(gs, cs)))
-    lines, value = _terms(case, j, e, reached, gs, cs, value, coefficient)
+    lines, value = _terms(case, j, e, reached, gs, cs, value, coefficient, copy)
     size = sum(abs(g * k) for g, k in zip(gs, cs))
     if reached and abs(value) <= ROUNDING * size:  # as a key's bias: its gradient is 0 in exact arithmetic
         case.cancelled = ROUNDING * size
@@ -82,27 +84,24 @@ def through(case, j, e, c, coefficient):
     return lines, value
 
 
-def _terms(case, j, e, reached, gs, cs, value, coefficient):
+def _terms(case, j, e, reached, gs, cs, value, coefficient, copy):
     name, left = case.names[j], d(case.names[j]) + at(e)
-    more = f" + … ({len(reached)} terms)" if len(reached) > SHOWN else ""
+    more = f" + … ({len(reached)})" if len(reached) > SHOWN else ""
     if not reached:
         return [f"{left} = 0: {element(name, e)} reaches no output"], 0.0
-    if all(k == 1 for k in cs):  # a copy: the gradient of every place it landed, summed
-        where = "the place" if len(reached) == 1 else f"the {len(reached)} places"
-        terms = " + ".join(f"g{at(i)}" for i in reached[:SHOWN]) + more
+    if copy and all(k == 1 for k in cs):  # the gradient of every place it landed, summed
+        where = "the place" if len(reached) == 1 else f"{len(reached)} places,"
         shown = " + ".join(number(g) for g in gs[:SHOWN]) + more
-        lines = [f"{element(name, e)} lands in {where} {', '.join(at(i) for i in reached[:SHOWN])}{more}"]
-        return lines + [f"{left} = {terms} = {shown} = {number(value)}"], value
+        places = ", ".join(at(i) for i in reached[:2]) + ", …" * (len(reached) > 2)
+        lines = [f"{element(name, e)} lands in {where} {places}"]
+        return lines + [f"{left} = sum of g there = {shown} = {number(value)}"], value
     if len(reached) == 1:
         (i,) = reached
         rule = f"g{at(i)} * {coefficient}"
         return [f"{left} = {rule} = {number(gs[0])} * {number(cs[0])} = {number(value)}"], value
-    terms = " + ".join(f"g{at(i)}*{number(k)}" for i, k in zip(reached[:SHOWN], cs[:SHOWN])) + more
     shown = " + ".join(f"{number(g)}*{number(k)}" for g, k in zip(gs[:SHOWN], cs[:SHOWN])) + more
     return [
-        f"{left} = sum over the {len(reached)} outputs it reaches of g * dy/d{element(name, e)}",
-        f"  (dy/d{element(name, e)} = {coefficient})",
-        f"  = {terms}",
+        f"{left} = sum of g * {coefficient} over the {len(reached)} outputs it reaches",
         f"  = {shown} = {number(value)}",
     ], value
 
@@ -112,7 +111,7 @@ def linear(*coefficients):
 
     def rule(case, j, e):
         text = coefficients[min(j, len(coefficients) - 1)].format(*case.names, y=case.y_name)
-        return through(case, j, e, case.column(j, e), text)
+        return through(case, j, e, case.column(j, e), text, copy=text == COPY)
 
     return rule
 
@@ -126,12 +125,14 @@ def local(text, derivative):
         dy = derivative(xs, case.y, j) * np.ones(case.y.shape)
         ids = np.broadcast_to(np.arange(case.xs[j].size).reshape(case.xs[j].shape), case.y.shape)
         here = ids == np.ravel_multi_index(e, case.xs[j].shape) if case.xs[j].ndim else np.ones(case.y.shape, bool)
-        names = case.names + [""]
         words = text[min(j, len(text) - 1)] if isinstance(text, tuple) else text
-        coefficient = words.format(x=names[j], other=names[1 - j] if len(case.names) == 2 else "", y=case.y_name)
+        same = case.xs[j].shape == case.y.shape  # then x_e makes the output at e: its names carry the index
+        other = case.names[1 - j] if len(case.names) == 2 else ""
+        x, y = (element(case.names[j], e), element(case.y_name, e)) if same else (case.names[j], case.y_name)
+        coefficient = words.format(x=x, other=other, y=y)
         lines, value = through(case, j, e, np.where(here, dy, 0.0), coefficient)
         if not np.any(here & (dy != 0)):  # reached, but its local derivative is 0 there
-            lines = [f"{d(names[j])}{at(e)} = g * {coefficient} = g * 0 = 0"]
+            lines = [f"{d(case.names[j])}{at(e)} = g * {coefficient} = g * 0 = 0"]
         return lines, value
 
     return rule

@@ -254,9 +254,10 @@ def param_text(key, value):
     return None
 
 
-def op_label(op):
+def op_label(op, size=10):
+    """The op's name over its constants, these in `size` points."""
     params = [p for p in (param_text(k, v) for k, v in op.params.items()) if p is not None]
-    extra = f'<br/><font point-size="10">{html.escape(", ".join(params))}</font>' if params else ""
+    extra = f'<br/><font point-size="{size}">{html.escape(", ".join(params))}</font>' if params else ""
     return f"<{html.escape(op.name)}{extra}>"
 
 

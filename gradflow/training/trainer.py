@@ -206,10 +206,10 @@ def check_fresh(out_dir):
         )
 
 
-def read_metrics(path):
-    """The records of a metrics.jsonl (none if there is no file: a checkpoint copied alone); a line cut short
-    (a full disk, a kill), holding bytes that are not UTF-8, nested too deep or too long to be a record
-    (bounded_json) is dropped with a warning."""
+def read_metrics(path, numbered=False):
+    """The records of a metrics.jsonl (none if there is no file: a checkpoint copied alone), as (line number,
+    record) pairs if `numbered`; a line cut short (a full disk, a kill), holding bytes that are not UTF-8,
+    nested too deep or too long to be a record (bounded_json) is dropped with a warning."""
     if not Path(path).exists():
         return []
     records = []
@@ -217,7 +217,7 @@ def read_metrics(path):
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
             warnings.warn(f"{path}: line {number} is not a complete record; dropped", stacklevel=2)
             continue
-        records.append(record)
+        records.append((number, record) if numbered else record)
     return records
 
 

@@ -119,7 +119,7 @@ def rope(x, cos, sin, interleaved=False, step=unwatched):
     (x0, x1), (x2, x3), ... when interleaved, (x_i, x_(i + d/2)) otherwise."""
     half = x.shape[-1] // 2
     a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :half], x[..., half:])
-    cos, sin = Tensor(cos), Tensor(sin)
+    cos, sin = step("cos", Tensor(cos)), step("sin", Tensor(sin))
     a_turned, b_turned = step("a turned", a * cos - b * sin), step("b turned", a * sin + b * cos)
     if interleaved:
         return stack([a_turned, b_turned], axis=-1).reshape(x.shape)

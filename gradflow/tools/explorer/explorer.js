@@ -86,7 +86,7 @@ function valuesTable(shape, values, cls, mark) {
 function heatCanvas(rows, cols, values, signed, cell, mark, tall) {
   // mark: [row, col] of the worked element, ringed; tall: the most pixels the map may take down
   const scale = signed ? maxAbs(values) : 1;
-  cell = cell || Math.max(2, Math.min(14, Math.floor(320 / cols), Math.floor((tall || 320) / rows)));
+  cell = cell || Math.max(2, Math.min(14, Math.floor((tall ? 180 : 320) / cols), Math.floor((tall || 320) / rows)));
   const c = el("canvas", { class: "heat", width: cols * cell, height: rows * cell });
   const g = c.getContext("2d");
   for (let r = 0; r < rows; r++)
@@ -374,11 +374,12 @@ function opPanel(p, id, info) {
   const n = steps().length, k = state.step;
   const back = !(k >= 0 && k < n && currentOp() === id);
   const out = tensorAt(info.output);
-  p.append(el("h2", { text: info.name + (out ? " → " + out.title : "") }, info.module ? el("span", { class: "meta" }, " in ", el("code", { text: info.module })) : null));
+  const head = el("h2", { text: info.name + (out ? " → " + out.title : "") }, info.module ? el("span", { class: "meta" }, " in ", el("code", { text: info.module })) : null);
+  p.append(head);
   if (info.view != null) {
     const c = info.check || {};
-    p.append(el("div", { class: "opens" }, el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view) }),
-      el("span", { class: "hint", text: ` the same numbers: largest difference ${fmt(c.value)} in value` + ("grad" in c ? `, ${fmt(c.grad)} in gradient` : "") })));
+    head.append(" ", el("button", { id: "decompose", class: "primary", text: "open as primitive ops ⊕", onclick: () => openView(info.view),
+      title: `the same numbers: largest difference ${fmt(c.value)} in value` + ("grad" in c ? `, ${fmt(c.grad)} in gradient` : "") }));
   } else if (info.fused) {
     p.append(el("div", { class: "hint", text: "fused; only the first ones of a large graph are opened (explore's max_decompositions)" }));
   }
@@ -392,16 +393,17 @@ function opPanel(p, id, info) {
       box.append(named(t, info.input_names[i] + " = "), x ? arrayView(x.data, "data in-" + i, true) : null);
     }
     left.append(box);
-    left.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), formula(info.doc)));
+    left.append(el("section", { class: "stage stage-rule" }, el("h3", { text: "② the formula" }), ...formula(info.doc)));
     right.append(el("section", { class: "stage stage-out" }, el("h3", { text: "③ value out" }), named(info.output), out ? arrayView(out.data, "data out", true) : null));
   } else {
     const title = out ? out.title : "out";
     left.append(el("section", { class: "stage stage-in" }, el("h3", { text: `① gradient in: g = dL/d(${title})` }), out ? arrayView(out.grad, "grad in", true) : null));
-    const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" }), formula(info.doc, true));
-    if (info.worked && info.worked.length) {
-      rule.append(el("div", { class: "hint", text: "one element of each gradient out, the rule on these numbers (ringed in ③):" }));
-      rule.append(el("pre", { class: "worked", text: info.worked.map(w => w.lines.join("\n")).join("\n") }));
-    }
+    const worked = info.worked && info.worked.length;
+    const rule = el("section", { class: "stage stage-rule" }, el("h3", { text: "② the local rule" + (worked ? ", on one element of each gradient out (ringed in ③)" : "") }));
+    const [text, whole] = formula(info.doc, true);
+    rule.append(text);
+    if (worked) rule.append(el("pre", { class: "worked", text: info.worked.map(w => w.lines.join("\n")).join("\n") }));
+    if (whole) rule.append(whole);
     left.append(rule);
     const marks = Object.fromEntries((info.worked || []).map(w => [w.input, w.at]));
     const box = el("section", { class: "stage stage-out" }, el("h3", { text: "③ gradient out, to each input" }));
@@ -410,7 +412,7 @@ function opPanel(p, id, info) {
       box.append(named(t, `${info.input_names[i]}: to `));
       if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i, true, marks[i]));
       else box.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
-      if (x && x.arrivals) box.append(sharesOf(x));
+      if (x && x.arrivals) box.append(sharesOf(x, true));
     }
     right.append(box);
   }
@@ -418,25 +420,29 @@ function opPanel(p, id, info) {
   if (info.params.length) left.append(el("div", { class: "stats constants", text: "constants: " + info.params.join(", ") }));
 }
 
-const RULE = /dL\/d|d loss|^\s*(d[A-Za-z]+|dbias) = /;  // a line of a docstring that states a gradient
+// a docstring's line that states a gradient: it starts dL/dx =, dx =, dy_i/dx_j =, d loss_n / d z_nc =
+const RULE = /^\s*(d[\w/]*|d loss\w*\s*\/\s*d\s?\w+)\s*=/;
 
 function formula(doc, backward) {
   // forward: the docstring's first paragraph (the formula); backward: its lines that state a gradient
-  // (the first paragraph if none does); the whole docstring folded under "more", so that the step fits one screen
+  // (the first paragraph if none does); and the whole docstring, folded, so that the step fits one screen
   const first = doc.split("\n\n")[0];
-  const rule = backward ? doc.split("\n").filter(line => RULE.test(line)).map(line => line.trim()).join("\n") : "";
-  const box = el("div", {}, el("pre", { text: rule || first }));
-  if (doc !== (rule || first)) box.append(el("details", {}, el("summary", { text: "the whole docstring" }), el("pre", { text: doc })));
-  return box;
+  const lines = doc.split("\n");
+  const stated = lines.filter(line => RULE.test(line));
+  const rule = !backward ? "" : (stated.length ? stated : lines.filter(line => line.includes("dL/d")))
+    .map(line => line.trim().split(/\s{4,}/)[0]).join("\n");  // a column of remarks after the formula left out
+  const whole = doc !== (rule || first) ? el("details", {}, el("summary", { text: "the whole docstring" }), el("pre", { text: doc })) : null;
+  return [el("pre", { text: rule || first }), whole];
 }
 
-function sharesOf(x) {
+function sharesOf(x, compact) {
   // a tensor read by several ops: each one's share of its gradient, summed in the order backward adds them
+  // (compact, in a step's panel: a share and the running sum on one line, a large one by its norm)
   const box = el("div", { class: "arrivals-box" }, el("div", { class: "hint", text: `${x.title} is read by ${x.arrivals.length} ops: its gradient is the sum of their shares` }));
-  const ul = el("ul", { class: "arrivals" });
+  const ul = el("ul", { class: "arrivals" + (compact ? " compact" : "") });
   x.arrivals.forEach(([op, share, sum], n) => {
-    const li = el("li", { "data-op": op }, `share ${n + 1} from `, nodeLink(op), ": ", brief(share));
-    li.append(el("br"), "sum so far: ", brief(sum));
+    const li = el("li", { "data-op": op }, `share ${n + 1} from `, nodeLink(op), ": ", brief(share, compact));
+    li.append(compact ? " ⇒ sum " : el("br"), compact ? "" : "sum so far: ", brief(sum, compact));
     if (currentOp() === op) li.classList.add("now");
     ul.append(li);
   });
@@ -444,8 +450,10 @@ function sharesOf(x) {
   return box;
 }
 
-function brief(s) {
-  return s.values ? el("code", { text: s.values.slice(0, 6).map(fmt).join(", ") + (s.values.length > 6 ? ", …" : "") }) : statsLine(s.stats);
+function brief(s, compact) {
+  const shown = compact ? 3 : 6;
+  if (s.values) return el("code", { text: s.values.slice(0, shown).map(fmt).join(", ") + (s.values.length > shown ? ", …" : "") });
+  return compact ? el("code", { text: "norm " + fmt(s.stats.norm) }) : statsLine(s.stats);
 }
 
 // --- step mode: forward in data-flow order, then backward in reverse -------------------------------
@@ -658,6 +666,7 @@ function training() {
   if (!t) { box.append(el("p", { class: "hint", text: "No training run given: gradflow explore --checkpoint DIR shows one (its metrics.jsonl and checkpoints)." })); return; }
   const steps = [...new Set([...t.losses.map(p => p[0]), ...t.evals.map(e => e.step), ...t.snapshots.map(s => s.step)])].sort((a, b) => a - b);
   if (!steps.length) { box.append(el("p", { class: "hint", text: "The run has no metrics yet." })); return; }
+  if (t.notes.length) box.append(el("p", { class: "hint", text: "not finite, drawn as gaps: " + t.notes.join("; ") }));
   const slider = el("input", { type: "range", min: 0, max: steps.length - 1, value: steps.length - 1, id: "scrub" });
   const label = el("b");
   box.append(el("div", { class: "row" }, el("label", {}, "step ", label, " ", slider)));
@@ -682,18 +691,34 @@ function atOrBefore(list, s) {
 const PALETTE = ["#6366f1", "#dc2626", "#059669", "#d97706", "#0891b2", "#9333ea", "#4b5563", "#db2777"];
 
 function runSteps(t) {
-  const steps = [...t.losses.map(p => p[0]), ...t.evals.map(e => e.step)];
-  return [Math.min(...steps), Math.max(...steps)];
+  return extent([...t.losses.map(p => p[0]), ...t.evals.map(e => e.step)]);
 }
+
+function extent(values) {
+  // [lowest, highest] of the numbers among values, in a loop: spread into Math.min's arguments, a long
+  // run's steps would overflow the call stack
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  return [lo, hi];
+}
+
+function segments(points) {
+  // the runs of points between gaps (null: a NaN or inf in the metrics), each drawn as one line
+  const runs = [[]];
+  for (const p of points) if (p[1] == null) runs.push([]); else runs[runs.length - 1].push(p);
+  return runs.filter(r => r.length);
+}
+
+const shown = v => (v == null ? "not finite" : fmt(v));
 
 function plot(series, s, log, span) {
   // lines of (step, value) points, the step s marked; axes labelled inside the drawing (left margin
   // wide enough for "0.0001", the right label anchored at its end so that no digit is cut)
   const W = 420, H = 200, L = 52, R = 12, T = 10, B = 22, ns = "http://www.w3.org/2000/svg";
   const f = v => (log ? Math.log10(Math.max(v, 1e-30)) : v);
-  const pts = series.flatMap(x => x.points);
-  const xs = [...span, ...pts.map(p => p[0])], ys = pts.map(p => f(p[1]));
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys), y1 = Math.max(...ys, y0 + 1e-9);
+  const pts = series.flatMap(x => x.points).filter(p => p[1] != null);
+  const [x0, xs] = extent([...span, ...pts.map(p => p[0])]), [y0, ys] = pts.length ? extent(pts.map(p => f(p[1]))) : [0, 1];
+  const x1 = Math.max(xs, x0 + 1), y1 = Math.max(ys, y0 + 1e-9);
   const X = x => L + ((x - x0) / (x1 - x0)) * (W - L - R), Y = y => T + (1 - (f(y) - y0) / (y1 - y0)) * (H - T - B);
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", W);
@@ -708,8 +733,8 @@ function plot(series, s, log, span) {
   add("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: "#e5e7eb" });
   series.forEach((x, i) => {
     const colour = PALETTE[i % PALETTE.length];
-    add("polyline", { points: x.points.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none", stroke: colour });
-    for (const p of x.points.length < 4 ? x.points : []) add("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: colour });
+    for (const run of segments(x.points)) add("polyline", { points: run.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none", stroke: colour });
+    for (const p of x.points.length < 4 ? x.points.filter(p => p[1] != null) : []) add("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: colour });
   });
   add("line", { x1: X(s), x2: X(s), y1: T, y2: H - B, stroke: "#dc2626" });
   const top = log ? 10 ** y1 : y1, bottom = log ? 10 ** y0 : y0;
@@ -726,7 +751,7 @@ function lossCard(t, s) {
   if (!pts.length) return card;
   card.append(plot([{ points: pts }], s, false, runSteps(t)));
   const e = atOrBefore(t.evals, s);
-  if (e) card.append(el("div", { class: "stats", text: `evaluation at step ${e.step}: train ${fmt(e.train_loss)}, val ${fmt(e.val_loss)}` + ("grad_norm" in e ? `, gradient norm ${fmt(e.grad_norm)}` : "") }));
+  if (e) card.append(el("div", { class: "stats", text: `evaluation at step ${e.step}: train ${shown(e.train_loss)}, val ${shown(e.val_loss)}` + ("grad_norm" in e ? `, gradient norm ${shown(e.grad_norm)}` : "") }));
   return card;
 }
 
@@ -752,10 +777,10 @@ function blocksCard(t, s) {
   if (!e) { card.append(el("p", { class: "hint", text: "measured at each evaluation after the first" })); return card; }
   card.append(el("div", { class: "hint", text: "measured at step " + e.step }));
   const names = Object.keys(e.blocks);
-  const top = Math.max(...names.map(n => e.blocks[n].grad_norm), 1e-12);
+  const top = Math.max(extent(names.map(n => e.blocks[n].grad_norm))[1], 1e-12);
   for (const n of names) {
     const b = e.blocks[n];
-    card.append(el("div", { class: "bar" }, el("code", { style: "width:140px;display:inline-block", text: n }), el("span", { class: "fill", style: `width:${Math.round(160 * b.grad_norm / top)}px` }), `${fmt(b.grad_norm)}  (update ${fmt(b.update_ratio)})`));
+    card.append(el("div", { class: "bar" }, el("code", { style: "width:140px;display:inline-block", text: n }), el("span", { class: "fill", style: `width:${Math.round(160 * (b.grad_norm ?? 0) / top)}px` }), `${shown(b.grad_norm)}  (update ${shown(b.update_ratio)})`));
   }
   return card;
 }
