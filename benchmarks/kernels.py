@@ -5,10 +5,10 @@ alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128
     python benchmarks/kernels.py --context 256    # longer context: attention's causal blocks count
     python benchmarks/kernels.py --rounds 5       # quicker, noisier
 
-Alone: forward and backward of one call on the baby GPT's shapes, fast, fast with numpy kernels
-only (no numba: gradflow/fast/compiled.py), and plain. In a step: forward, backward and the AdamW
-update, with every kernel fast, with each fast kernel in turn left plain, with numpy kernels only,
-and with every op plain (the price of reading). Variants are timed in alternating rounds, and
+Alone: forward and backward of one call on the baby GPT's shapes (and AdamW's step over its weights),
+fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain. In a step: forward,
+backward and the AdamW update, with every kernel fast, with each fast kernel in turn left plain, with
+numpy kernels only, and with every op plain (the price of reading). Variants are timed in alternating rounds, and
 each figure is the median over rounds: of the time, and of the ratio to the fast tier's time in
 the same round, so that a machine whose load drifts slows both sides of a ratio alike. Each
 round starts with the next variant, since the first of a round was measured to run about 3%
@@ -128,6 +128,23 @@ def alone():
                 call().backward(u)
 
         show(op.__name__, alternate(variants, run, args.rounds))
+    model, optimizer = baby_gpt()
+    for q in model.parameters():
+        q.grad = np.full(q.shape, 1e-3, q.dtype)
+
+    def step():
+        for _ in range(args.calls):
+            optimizer.step()
+
+    show("AdamW's step", alternate(variants, step, args.rounds))
+
+
+def baby_gpt():
+    """The baby GPT and its AdamW, as benchmarks/train_char_gpt.py trains it."""
+    gf.manual_seed(0)
+    config = GPTConfig(vocab_size=VOCAB, block_size=T, n_layer=4, n_head=HEADS, n_embd=WIDTH, dropout=0.0, bias=False)
+    model = GPT(config)
+    return model, default_optimizer(model, TrainConfig(lr=1e-3, weight_decay=0.1))
 
 
 def show(name, result):
@@ -139,10 +156,7 @@ def show(name, result):
 
 
 def in_a_step():
-    gf.manual_seed(0)
-    config = GPTConfig(vocab_size=VOCAB, block_size=T, n_layer=4, n_head=HEADS, n_embd=WIDTH, dropout=0.0, bias=False)
-    model = GPT(config)
-    optimizer = default_optimizer(model, TrainConfig(lr=1e-3, weight_decay=0.1))
+    model, optimizer = baby_gpt()
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, VOCAB, (2, BATCH, T)) for _ in range(args.steps)]
 

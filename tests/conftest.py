@@ -1,3 +1,5 @@
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,16 @@ def float64():
         yield
     finally:
         gf.set_default_dtype(np.float32)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Why tests skipped: one line per reason, with its count (an optional tool not installed, say), so that a
+    run that skips shows what it did not try."""
+    reasons = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.section(f"why {sum(reasons.values())} tests skipped")
+        for reason, count in reasons.most_common():
+            terminalreporter.write_line(f"{count:6d}  {reason}")

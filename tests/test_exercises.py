@@ -220,16 +220,24 @@ def test_a_syntax_error_names_the_line(tmp_path):
 
 
 def test_adam_named_mistakes(tmp_path):
-    failed = attempt(tmp_path, "adam_update", "p -= step", "p = p - step")
+    update = "    p -= lr * m_hat / (np.sqrt(v_hat) + eps)"
+    failed = attempt(tmp_path, "adam_update", update, "    p = p - lr * m_hat / (np.sqrt(v_hat) + eps)")
     assert failed.kind == "inplace" and "update p in place" in str(failed)
-    failed = attempt(tmp_path, "adam_update", "step *= lr / (1 - beta1**t)", "step *= -lr / (1 - beta1**t)")
+    failed = attempt(tmp_path, "adam_update", update, "    p += lr * m_hat / (np.sqrt(v_hat) + eps)")
     assert failed.kind == "sign"
-    written_out = "    denom = np.sqrt(v, out=scratch)\n    denom *= 1 / math.sqrt(1 - beta2**t)\n    denom += eps"
-    inside = "    denom = np.sqrt(v / (1 - beta2**t) + eps)"  # under the root: off by digits eps = 1e-8 never shows
-    failed = attempt(tmp_path, "adam_update", written_out, inside)
+    inside = "    p -= lr * m_hat / np.sqrt(v_hat + eps)"  # under the root: off by digits eps = 1e-8 never shows
+    failed = attempt(tmp_path, "adam_update", update, inside)
     assert failed.kind == "eps inside the square root" and "hint: eps is added to sqrt(v_hat)" in str(failed)
-    failed = attempt(tmp_path, "adam_update", "    denom += eps", "    pass")  # NaN where a gradient was always 0
+    left_out = "    p -= lr * m_hat / np.sqrt(v_hat)"  # NaN where a gradient was always 0
+    failed = attempt(tmp_path, "adam_update", update, left_out)
     assert failed.kind == "eps left out" and "divides 0 by 0" in str(failed)
+    corrected = "undo the bias that leaves\n    v_hat = v / (1 - beta2**t)"
+    failed = attempt(
+        tmp_path, "adam_update", "m / (1 - beta1**t)  # m and v start at zero: " + corrected, "m\n    v_hat = v"
+    )
+    assert failed.kind == "bias correction"
+    failed = attempt(tmp_path, "adam_update", "    m[...] = beta1", "    m = beta1")  # the state never sees m
+    assert failed.kind == "state in place" and "m[...] = " in str(failed)
 
 
 def test_matmul_reports_the_2d_case_before_a_vector_operand(tmp_path):

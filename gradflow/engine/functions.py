@@ -131,10 +131,11 @@ def bernoulli(input, p=None, *, generator=None):
     """1 with probability input[i] (or p, for every element), else 0, in input's dtype: PyTorch's
     bernoulli, drawn from gradflow's generator (or generator=). A draw has no gradient: outside the graph."""
     x = as_tensor(input)
-    probs = np.asarray(x) if p is None else np.full(x.shape, p, dtype=np.float64)  # one p: compared in float64
-    if not np.all((probs >= 0) & (probs <= 1)):
+    probs = np.asarray(x) if p is None else np.float64(p)
+    if probs.size and not np.all((probs >= 0) & (probs <= 1)):
         raise ValueError(f"bernoulli: probabilities must lie in [0, 1], got values from {probs.min()} to {probs.max()}")
-    return Tensor._constant(draws_from(generator).bernoulli(probs, x.dtype))
+    shape = None if p is None else x.shape  # one p for every element: PyTorch's bernoulli(x, p)
+    return Tensor._constant(draws_from(generator).bernoulli(probs, x.dtype, shape))
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):

@@ -186,6 +186,12 @@ def adam_update(piece, learner, seed=0):
             if set(theirs) != set(ours):
                 raise Failed(f"the state after {label} holds {sorted(theirs)}, gradflow's {sorted(ours)}: checkpoints "
                              "save and resume the state by these names", "state")  # fmt: skip
+            for name in ("m", "v", "v_max"):
+                if name in ours and not np.allclose(theirs[name], ours[name], rtol=1e-10, atol=1e-13, equal_nan=True):
+                    raise Failed(f"the optimizer's {name} after {label} is not the step's new {name}.\n  hint: update "
+                                 f"{name} in place, {name}[...] = ...: `{name} = ...` makes a new array that the "
+                                 "optimizer's state never sees, so the next step starts from the old one",
+                                 "state in place")  # fmt: skip
     return f"3 steps of each of {len(runs)} optimizers"
 
 

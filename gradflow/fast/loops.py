@@ -234,19 +234,19 @@ def gelu_erf_forward(x, y, cdf):
         y[i] = x[i] * cdf[i]
 
 
-@compiled("void(F[::1], F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F)", parallel=False)
-def adam_step(p, g, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, r, eps, s):
-    """Each element, in optim.adam.adam_step's order of operations (r = 1 / sqrt(1 - beta2^t),
-    s = lr / (1 - beta1^t), every constant rounded to p's kind as numpy rounds them):
-    m = m beta1 + g (1 - beta1),  v = v beta2 + (g g)(1 - beta2),  v_max = max(v_max, v) when v_max
-    is not empty (AMSGrad),  p = p - (m / (sqrt(v or v_max) r + eps)) s."""
+@compiled("void(F[::1], F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F, F)", parallel=False)
+def adam_step(p, g, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, correction1, correction2, eps, lr):
+    """Each element, in optim.adam.adam_step's order of operations (correction1 = 1 - beta1^t,
+    correction2 = 1 - beta2^t, every constant rounded to p's kind as numpy rounds them):
+    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,  v_max = max(v_max, v) when v_max
+    is not empty (AMSGrad),  p = p - lr (m / correction1) / (sqrt(v / correction2) + eps)."""
     amsgrad = v_max.size > 0
     for i in range(p.size):
-        mi = m[i] * beta1 + g[i] * one_minus_beta1
-        vi = v[i] * beta2 + (g[i] * g[i]) * one_minus_beta2
+        mi = beta1 * m[i] + one_minus_beta1 * g[i]
+        vi = beta2 * v[i] + one_minus_beta2 * (g[i] * g[i])
         m[i], v[i] = mi, vi
         if amsgrad:
             if v_max[i] > vi or v_max[i] != v_max[i]:  # np.maximum: the larger, or NaN if either is
                 vi = v_max[i]
             v_max[i] = vi
-        p[i] -= (mi / (np.sqrt(vi) * r + eps)) * s
+        p[i] -= lr * (mi / correction1) / (np.sqrt(vi / correction2) + eps)

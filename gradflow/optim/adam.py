@@ -1,7 +1,5 @@
 """Adam and AdamW, with PyTorch's update formulas and defaults."""
 
-import math
-
 import numpy as np
 
 from gradflow.engine.kernels import kernel
@@ -46,24 +44,17 @@ class Adam(Optimizer):
 
 
 def adam_step(p, g, m, v, v_max, t, lr, beta1, beta2, eps):
-    """Step t of Adam for one parameter, every array updated in place (m, v, p; v_max for AMSGrad, else None):
-    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,  v_max = max(v_max, v),
-    p = p - lr m_hat / (sqrt(v_hat) + eps),  with m_hat = m / (1 - beta1^t) and v_hat = v (or v_max) / (1 - beta2^t)."""
-    scratch = np.empty_like(m)  # every pass below runs in place, in m, v, p or this one buffer
-    m *= beta1
-    m += np.multiply(g, 1 - beta1, out=scratch)  # m = beta1 m + (1 - beta1) g
-    v *= beta2
-    np.multiply(g, g, out=scratch)
-    scratch *= 1 - beta2
-    v += scratch  # v = beta2 v + (1 - beta2) g^2
-    if v_max is not None:  # the largest v so far: a coordinate's step never grows back after a large gradient
-        v = np.maximum(v_max, v, out=v_max)
-    denom = np.sqrt(v, out=scratch)
-    denom *= 1 / math.sqrt(1 - beta2**t)
-    denom += eps  # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - beta2^t) + eps
-    step = np.divide(m, denom, out=scratch)
-    step *= lr / (1 - beta1**t)
-    p -= step  # lr m_hat / (sqrt(v_hat) + eps)
+    """Step t of Adam for one parameter; m, v (v_max for AMSGrad, else None) and p are updated in place,
+    since the optimizer's state holds them. The fast tier runs the same formulas in one loop, or in
+    numpy's passes on two buffers (gradflow/fast/adam.py): the same numbers, to the last bit."""
+    m[...] = beta1 * m + (1 - beta1) * g  # running mean of gradients
+    v[...] = beta2 * v + (1 - beta2) * g**2  # running mean of squared gradients
+    if v_max is not None:  # AMSGrad: the largest v so far, so a coordinate's step never grows back
+        v_max[...] = np.maximum(v_max, v)
+        v = v_max
+    m_hat = m / (1 - beta1**t)  # m and v start at zero: undo the bias that leaves
+    v_hat = v / (1 - beta2**t)
+    p -= lr * m_hat / (np.sqrt(v_hat) + eps)  # eps outside the square root, as PyTorch
 
 
 class AdamW(Adam):
