@@ -166,7 +166,7 @@ from gradflow.engine.functions import (
 )
 from gradflow.engine.gradcheck import GradcheckError, gradcheck, numerical_grad
 from gradflow.engine.kernels import kernels_in_use, use_kernels
-from gradflow.engine.rng import Generator, get_rng_state, manual_seed, set_rng_state
+from gradflow.engine.rng import Generator, get_rng_state, initial_seed, manual_seed, set_rng_state
 from gradflow.engine.serialize import load, save
 from gradflow.engine.tensor import Tensor, matmul
 from gradflow.nn import functional
@@ -218,6 +218,8 @@ __all__ = [
     "ShortTensor",
     # what real programs import beside the model code: torch.onnx (refusing), torch.histogram
     "onnx", "histogram",
+    # torch.initial_seed: the seed gradflow's generator was last started from
+    "initial_seed",
     # torch.serialization: what a weights-only load allows (torch.serialization.safe_globals([...]))
     "serialization",
 ]  # fmt: skip

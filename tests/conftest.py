@@ -1,3 +1,4 @@
+import os
 from collections import Counter
 
 import numpy as np
@@ -34,6 +35,17 @@ def own_folder(tmp_path, monkeypatch):
     gradflow writes by default (out/, graph.svg, explorer.html, an exercises workspace) lands there, and the
     folder pytest was started from, where a user's own run may sit in out/, is never read or written."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """PyTorch, for a test that compares with it: skipped where it is not installed, a failure when
+    GRADFLOW_REQUIRE_TORCH=1 (CI sets it)."""
+    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
+        import torch
+
+        return torch
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ and gradients. They are skipped without torch, unless GRADFLOW_REQUIRE_TORCH=1 (
 """
 
 import math
-import os
 import warnings
 
 import numpy as np
@@ -17,15 +16,6 @@ from gradflow import nn
 from gradflow.nn import Parameter
 from gradflow.nn import functional as F
 from gradflow.optim import lr_scheduler
-
-
-@pytest.fixture(scope="module")
-def torch():
-    if os.environ.get("GRADFLOW_REQUIRE_TORCH") == "1":
-        import torch
-
-        return torch
-    return pytest.importorskip("torch")
 
 
 def both(torch, ours, theirs, *arrays, rtol=1e-10):

@@ -55,9 +55,15 @@ def two_product(a, b):
 def fma(a, b, c):
     """a b + c rounded once, in a's dtype (float32 or float64), as a fused multiply-add computes it."""
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
-    if a.dtype == np.float32:  # the product is exact in float64; the sum rounded to odd then to float32
-        p = a.astype(np.float64) * b.astype(np.float64)
-        return round_to_odd(*two_sum(p, c.astype(np.float64))).astype(np.float32)
+    if a.dtype == np.float32:  # the product is exact in float64, the sum rounded once more to float32
+        p, c = a.astype(np.float64) * b.astype(np.float64), np.broadcast_to(c.astype(np.float64), a.shape)
+        s = p + c
+        # rounding twice errs only where s fell exactly halfway between two float32 (its 29 low bits
+        # 1 then 0s): there the sum rounded to odd decides, rarely needed, so computed for those alone
+        halfway = s.view(np.int64) & 0x1FFFFFFF == 0x10000000
+        if halfway.any():
+            s[halfway] = round_to_odd(*two_sum(p[halfway], c[halfway]))
+        return s.astype(np.float32)
     p, p_err = two_product(a, b)
     s, s_err = two_sum(c, p)
     return s + round_to_odd(*two_sum(s_err, p_err))
@@ -73,7 +79,7 @@ def scalar(gen, n, mean, std):
             u1, u2 = gen.uniform53(2)
             r, theta = math.sqrt(-2.0 * math.log1p(-u2)), 2.0 * math.pi * u1
             z, gen.next_normal = r * math.cos(theta), r * math.sin(theta)
-        out[i] = fma(np.float64(z), np.float64(std), np.float64(mean))
+        out[i] = z if (mean, std) == (0, 1) else fma(np.float64(z), np.float64(std), np.float64(mean))
     return out
 
 
@@ -99,7 +105,8 @@ def _block_normals(u, mean, std, dtype):
         r = np.sqrt(-2 * np.log(u1))
         theta = 2.0 * math.pi * u2
         sin, cos = np.sin(theta), np.cos(theta)
-    out[:whole] = fma(np.stack([r * cos, r * sin], axis=1), std, mean).reshape(-1)
+    z = np.stack([r * cos, r * sin], axis=1)
+    out[:whole] = (z if (mean, std) == (0, 1) else fma(z, std, mean)).reshape(-1)  # z 1 + 0 is z
     return out
 
 

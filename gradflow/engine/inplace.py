@@ -22,7 +22,7 @@ from gradflow.engine import autograd
 from gradflow.engine.checks import broadcast_shape, normalize_axis
 from gradflow.engine.naming import describe
 from gradflow.engine.ops.index import IndexPut
-from gradflow.engine.rng import generator
+from gradflow.engine.rng import generator as draws_from
 
 
 class InPlace:
@@ -167,17 +167,18 @@ class InPlace:
         """x <- src (broadcast to x's shape, converted to x's dtype)"""
         return self._update("copy_", lambda x: src, src, casting="unsafe")
 
-    def normal_(self, mean=0.0, std=1.0):
-        """x <- draws from N(mean, std^2), from gradflow's generator (reproducible after gf.manual_seed)"""
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """x <- draws from N(mean, std^2), from gradflow's generator (reproducible after gf.manual_seed) or
+        generator=, PyTorch's numbers (engine/rng.py)"""
         if not std >= 0:
             raise ValueError(f"normal_: std must be non-negative, got {std}")
-        return self._update("normal_", lambda x: generator().normal(x.shape, x.dtype, mean, std))
+        return self._update("normal_", lambda x: draws_from(generator).normal(x.shape, x.dtype, mean, std))
 
-    def uniform_(self, low=0.0, high=1.0):
-        """x <- draws from the uniform distribution on [low, high), from gradflow's generator"""
+    def uniform_(self, low=0.0, high=1.0, *, generator=None):
+        """x <- draws from the uniform distribution on [low, high), from gradflow's generator or generator="""
         if not low <= high:
             raise ValueError(f"uniform_: low {low} is greater than high {high}")
-        return self._update("uniform_", lambda x: generator().uniform(x.shape, x.dtype, low, high))
+        return self._update("uniform_", lambda x: draws_from(generator).uniform(x.shape, x.dtype, low, high))
 
     def addcmul_(self, tensor1, tensor2, value=1):
         """x <- x + value * tensor1 * tensor2 (Adam's second moment, written as PyTorch writes it)"""

@@ -13,7 +13,7 @@ the numbers PyTorch gives (torch==2.13.0 on x86, tests/test_torch_random.py), th
     gf.multinomial(p, 20, replacement=True, generator=g)  # tensor([1, 1, 2, 0, 0, 2, 1, 1, 0, ...])
 
 From words w (32 bits) and W (64 bits: two words, the first high), as PyTorch's CPU kernels:
-- uniform: float32 (w mod 2^24) 2^-24, float64 (W mod 2^53) 2^-53, then low + u (high - low);
+- uniform: float32 (w mod 2^24) 2^-24, float64 (W mod 2^53) 2^-53, then u (high - low) + low (fused);
 - randint(low, high): low + w mod (high - low), or W mod (high - low) when high - low >= 2^28;
 - normal: Box-Muller (box_muller.py), one at a time below 16 values, in blocks of 16 from 16 on;
 - bernoulli(p): u < p, u a float64 uniform (a float32 one for float32 probabilities in a tensor);
@@ -29,6 +29,8 @@ Not PyTorch's: on Intel processors PyTorch draws bernoulli with one probability 
 PyTorch does on other processors (AMD's, ARM's). The state (get_state) is a dict of integers that JSON
 and a checkpoint keep, not PyTorch's byte tensor.
 """
+
+import math
 
 import numpy as np
 
@@ -114,8 +116,9 @@ class Generator:
         """Uniform draws in [low, high) of dtype: low + u (high - low), in dtype."""
         dtype = np.dtype(dtype)
         u = self.uniform24(_count(shape)) if dtype == np.float32 else self.uniform53(_count(shape)).astype(dtype)
-        low, high = dtype.type(low), dtype.type(high)
-        return (u * (high - low) + low).reshape(shape)
+        if (low, high) != (0, 1):  # u (high - low) + low rounded once, as PyTorch's compiled kernel
+            u = box_muller.fma(u, dtype.type(high) - dtype.type(low), dtype.type(low))
+        return u.reshape(shape)
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
         """Normal draws of dtype, mean + std z (box_muller.py)."""
@@ -148,12 +151,16 @@ class Generator:
         """Exponential draws -log(1 - u) / rate, computed in float64 as PyTorch's."""
         return ((-1.0 / rate) * np.log1p(-self.uniform53(_count(shape)))).astype(dtype).reshape(shape)
 
-    def bernoulli(self, probs, dtype):
-        """1 where u < p, else 0, in dtype; probs an array (float32 ones compared with float32 uniforms) or
-        a number (one probability for all: a shape given as probs=np.full)."""
-        probs = np.asarray(probs)
-        u = self.uniform24(probs.size) if probs.dtype == np.float32 else self.uniform53(probs.size)
-        return (u.reshape(probs.shape) < probs).astype(dtype)
+    def bernoulli(self, probs, dtype, shape=None):
+        """1 where u < p, else 0, in dtype: probs an array (float32 ones compared with float32 uniforms), or
+        one probability for every element of shape (float64 uniforms)."""
+        if shape is None:
+            probs = np.asarray(probs)
+            u = self.uniform24(probs.size) if probs.dtype == np.float32 else self.uniform53(probs.size)
+            return (u.reshape(probs.shape) < probs).astype(dtype)
+        # u = m 2^-53 < p for the 53 bits m of a 64-bit draw: m < p 2^53 (exact), the integers compared
+        bits = self.words64(_count(shape)) & np.uint64(2**53 - 1)
+        return (bits < np.uint64(math.ceil(probs * 2**53))).astype(dtype).reshape(shape)
 
     def multinomial(self, rows, num_samples, replacement):
         """num_samples category indices per row of weights (rows: (R, C), float32 or float64)."""

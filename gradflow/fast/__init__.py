@@ -30,12 +30,13 @@ LD_LIBRARY_PATH says so. Without SVML, a loop's tanh is 5 times as slow as gelu.
 the loops' own exp (loops.exp_of_nonpositive) replaces it.
 """
 
-from gradflow.engine import ops
-from gradflow.fast import adam, attention, compiled_norm, embedding, gelu, gelu_erf
+from gradflow.engine import ops, rng
+from gradflow.fast import adam, attention, compiled_norm, embedding, gelu, gelu_erf, mt19937
 from gradflow.optim import adam as plain_adam
 
 REPLACES = {
     plain_adam.adam_step: adam.adam_step,  # not an op: the optimizer's step, asked for by kernel() as the ops are
+    rng.draw_words: mt19937.draw_words,  # not an op either: the random generator's words
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,

@@ -384,7 +384,7 @@ def dropout(x, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0:
         return x
-    keep = generator().bernoulli(np.full(x.shape, 1.0 - p), x.dtype)  # PyTorch's noise.bernoulli_(1 - p)
+    keep = generator().bernoulli(1.0 - p, x.dtype, x.shape)  # PyTorch's noise.bernoulli_(1 - p)
     return x * Tensor._make(keep / x.dtype.type(1 - p), False, None)
 
 
@@ -535,7 +535,7 @@ def scaled_dot_product_attention(
         allowed = first_keys if allowed is None else allowed & first_keys
     drop = None
     if dropout_p > 0:
-        drop = generator().bernoulli(np.full(scores_shape, 1.0 - dropout_p), q.dtype) / q.dtype.type(1 - dropout_p)
+        drop = generator().bernoulli(1.0 - dropout_p, q.dtype, scores_shape) / q.dtype.type(1 - dropout_p)
     inputs = (q, k, v) if bias is None else (q, k, v, bias)  # a float mask is a fourth input: it may learn
     return kernel(ops.ScaledDotProductAttention).apply(*inputs, allowed=allowed, causal=causal, scale=scale, drop=drop)
 

@@ -16,8 +16,10 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
+        # PyTorch's: U(-1/sqrt(in), 1/sqrt(in)), the weight's bound computed as kaiming_uniform_(a=sqrt(5))
+        # computes it, so that after the same seed the numbers are PyTorch's to the last bit
+        self.weight = init.kaiming_uniform_(init.parameter(out_features, in_features, dtype=dtype), a=math.sqrt(5))
         bound = 1 / math.sqrt(in_features)
-        self.weight = init.uniform_(init.parameter(out_features, in_features, dtype=dtype), -bound, bound)
         self.bias = init.uniform_(init.parameter(out_features, dtype=dtype), -bound, bound) if bias else None
 
     def forward(self, x):
