@@ -51,7 +51,7 @@ def read_data(path):
     return load_text(data_file(path))
 
 
-def fingerprint(text):
+def corpus_digest(text):
     """The sha256 of a corpus: a resumed run must train on the text it started with."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -83,7 +83,7 @@ def _fresh_run(args, given):
     tokenizer = _tokenizer(args, text)
     model, described = build_model(kind, tokenizer.vocab_size, config.block_size, **sizes)
     data = str(Path(args.data).resolve()) if args.data else "built-in"
-    meta = {"model": described, "tokenizer": tokenizer.to_dict(), "data": data, "data_sha256": fingerprint(text)}
+    meta = {"model": described, "tokenizer": tokenizer.to_dict(), "data": data, "data_sha256": corpus_digest(text)}
     return config, model, tokenizer, text, meta
 
 
@@ -110,9 +110,9 @@ def _resumed_run(args, given):
     if args.data:
         meta["data"] = str(Path(args.data).resolve())
     text = default_corpus() if meta["data"] == "built-in" else read_data(meta["data"])
-    if meta["data_sha256"] is None:  # a checkpoint from before data was fingerprinted
-        meta["data_sha256"] = fingerprint(text)
-    elif fingerprint(text) != meta["data_sha256"]:
+    if meta["data_sha256"] is None:  # a checkpoint from before the data's digest was kept
+        meta["data_sha256"] = corpus_digest(text)
+    elif corpus_digest(text) != meta["data_sha256"]:
         raise ValueError(
             f"--resume: the text in {meta['data']} is not the text this run was trained on "
             "(its sha256 differs); pass the original file with --data"

@@ -1,5 +1,6 @@
 """Keep freed memory for reuse, instead of handing it back to the operating system after every op.
-Opt-in: importing gradflow leaves malloc alone; the Trainer and the benchmarks call tune_malloc().
+Opt-in: importing gradflow leaves malloc alone; the Trainer (its hook KeepFreedMemory, training/hooks.py)
+and the benchmarks call tune_malloc().
 
 Why: a training step creates and frees hundreds of arrays of the same few sizes (a transformer's
 activations and their gradients, a megabyte or more each). By default glibc's malloc serves

@@ -182,7 +182,7 @@ def agree(comm, work):
     return result
 
 
-def fingerprint(*arrays):
+def digest(*arrays):
     """sha256 of the arrays' shapes, types and bytes: equal on two ranks only if the arrays are."""
     h = hashlib.sha256()
     for a in arrays:
@@ -193,7 +193,7 @@ def fingerprint(*arrays):
 
 
 def check_same(comm, facts):
-    """Refuse to start unless every rank has rank 0's facts ({what: fingerprint}), naming the first that differs."""
+    """Refuse to start unless every rank has rank 0's facts ({what: its digest}), naming the first that differs."""
     every = comm.allgather(facts)
     for rank, theirs in enumerate(every):
         for what in facts:
@@ -215,7 +215,7 @@ def blas_threads_per_rank(comm):
 class Distributed:
     """A model's loss and gradients over the ranks of an MPI communicator, one shard of each batch per rank.
 
-        dp = Distributed(model, world(), facts={"the token ids": fingerprint(ids)})
+        dp = Distributed(model, world(), facts={"the token ids": digest(ids)})
         optimizer.zero_grad()
         loss, stop = dp.forward_backward(x, y)  # every rank passes the whole batch; .grad is dL/dtheta
         optimizer.step()                        # every rank: the same step of the same weights
@@ -241,7 +241,7 @@ class Distributed:
         self.asked_to_stop, self.stop_agreed = asked_to_stop, False
         self.params = list(model.parameters())
         shapes = json.dumps([(name, p.shape, p.dtype.str) for name, p in model.named_parameters()])
-        weights = fingerprint(*(p.data for p in self.params))
+        weights = digest(*(p.data for p in self.params))
         check_same(comm, {"the parameter list": shapes, **(facts or {}), "the weights' checksum": weights})
         ends = np.cumsum([0] + [p.data.size for p in self.params])
         self.slices = [slice(a, b) for a, b in zip(ends[:-1], ends[1:])]

@@ -1,5 +1,6 @@
 """The Trainer's hooks: what watches a run attaches at named points of each step, outside its lines.
 
+    hook.started(trainer)                            once, as fit() begins
     with hook.during_step(trainer):                  around each train_step
         forward; backward
         hook.after_backward(trainer)                 grad L(theta) is in .grad, not yet clipped
@@ -10,17 +11,21 @@
     hook.evaluated(trainer, metrics)                 an evaluation's record, before it is logged
 
 The Trainer calls its hooks in order (trainer.hooks, a list you may add to). Its own:
-StopOnDivergence (divergence.py), Health (health.py), AnomalyMode below, and SharedCores
-(shared_cores.py: one BLAS thread while other work keeps the cores busy).
+StopOnDivergence (divergence.py), Health (health.py), AnomalyMode and KeepFreedMemory below, and
+SharedCores (shared_cores.py: one BLAS thread while other work keeps the cores busy).
 """
 
 import contextlib
 
 from gradflow.engine.anomaly import detect_anomaly
+from gradflow.fast.memory import tune_malloc
 
 
 class Hook:
     """One thing that watches a run; each point does nothing unless a subclass says otherwise."""
+
+    def started(self, trainer):
+        pass
 
     def during_step(self, trainer):
         return contextlib.nullcontext()
@@ -40,6 +45,10 @@ class Hook:
 
 class Hooks(list):
     """The hooks of a Trainer, each called at every point in the order of the list."""
+
+    def started(self, trainer):
+        for hook in self:
+            hook.started(trainer)
 
     def during_step(self, trainer):
         stack = contextlib.ExitStack()
@@ -70,3 +79,11 @@ class AnomalyMode(Hook):
 
     def during_step(self, trainer):
         return detect_anomaly() if trainer.config.detect_anomaly else contextlib.nullcontext()
+
+
+class KeepFreedMemory(Hook):
+    """malloc keeps freed memory for the next step's arrays of the same sizes, for the rest of the process
+    (gradflow/fast/memory.py): a training run is where that pays, and importing gradflow leaves malloc alone."""
+
+    def started(self, trainer):
+        tune_malloc()

@@ -49,14 +49,13 @@ from gradflow.engine.files import opened, write_atomically
 from gradflow.engine.grad_norm import grad_norm
 from gradflow.engine.kernels import fast_unless_chosen
 from gradflow.engine.rng import get_rng_state, is_state, manual_seed, set_rng_state
-from gradflow.fast.memory import tune_malloc
 from gradflow.optim import AdamW, Constant, WarmupCosine, clip_grad_norm, set_lr
 from gradflow.text import get_batch
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from gradflow.training.distributed import Distributed, agree, fingerprint, world
+from gradflow.training.distributed import Distributed, agree, digest, world
 from gradflow.training.divergence import StopOnDivergence, TrainingDiverged
 from gradflow.training.health import Health
-from gradflow.training.hooks import AnomalyMode, Hooks
+from gradflow.training.hooks import AnomalyMode, Hooks, KeepFreedMemory
 from gradflow.training.plot import plot_run
 from gradflow.training.progress import Progress
 from gradflow.training.shared_cores import SharedCores
@@ -140,8 +139,9 @@ def _restore_gradflow_state(state):
         manual_seed(state["state"]["state"] % 2**64)
 
 
-def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _is_number(v, finite=True):
+    """A real number (not a bool); finite unless told otherwise (a logged loss may be inf)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (not finite or math.isfinite(v))
 
 
 def flag(name):
@@ -228,18 +228,14 @@ def _record_problem(record, last_step):
         return f"has step {step!r}, not an integer in [0, {last_step}]"
     numbers = ["train_loss", "val_loss"] + (["grad_norm", "clip_fraction"] if "blocks" in record else [])
     for key in numbers:
-        if not _is_number(record.get(key)):
+        if not _is_number(record.get(key), finite=False):
             return f"has {key} {record.get(key)!r}, not a number"
     blocks = record.get("blocks", {})
     if not isinstance(blocks, dict) or not all(isinstance(b, dict) for b in blocks.values()):
         return "has blocks that are not a dict of each block's measures"
-    if not all(_is_number(v) for b in blocks.values() for v in b.values()):
+    if not all(_is_number(v, finite=False) for b in blocks.values() for v in b.values()):
         return "has a block's measure that is not a number"
     return None
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def default_optimizer(model, config):
@@ -308,7 +304,9 @@ class Trainer:
         self.history = []  # one dict per evaluation
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.saved_step = None  # the step of the checkpoint on disk that this run wrote or resumed
-        self.hooks = Hooks([StopOnDivergence(), Health(), AnomalyMode(), SharedCores()])  # watch each step (hooks.py)
+        self.hooks = Hooks(  # what watches the run (hooks.py)
+            [StopOnDivergence(), Health(), AnomalyMode(), SharedCores(), KeepFreedMemory()]
+        )
         self.parallel = None  # over more than one rank, while fit() runs: the model as Distributed shares it out
         self._stop = False  # Ctrl-C asked this process to stop
 
@@ -467,7 +465,7 @@ class Trainer:
             self._start()
         else:  # rank 0 looks at out_dir; if it refuses, every rank does
             agree(self.comm, self._start)
-        tune_malloc()  # training is where reusing freed memory pays (see gradflow/fast/memory.py)
+        self.hooks.started(self)
         self.model.train()
         bar = Progress(c.max_iters, start=self.step, unit="it") if self.show_progress and self.rank == 0 else None
         previous = self._catch_interrupt()
@@ -515,7 +513,7 @@ class Trainer:
         """What every rank must have alike to train as one (the weights are compared too, by Distributed)."""
         settings = {k: v for k, v in asdict(self.config).items() if k != "out_dir"}
         return {
-            "the data (a hash of its token ids)": fingerprint(self.train_ids, self.val_ids),
+            "the data (a hash of its token ids)": digest(self.train_ids, self.val_ids),
             "the model config": json.dumps(self.meta.get("model"), sort_keys=True),
             "the training config": json.dumps(settings, sort_keys=True),
         }
