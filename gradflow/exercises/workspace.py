@@ -173,7 +173,7 @@ def progress(directory):
     not a regular file) was put there by something else: it is refused in one line, never rewritten."""
     path = Path(directory) / PROGRESS
     try:
-        saved = bounded_json.read(path, max_bytes=PROGRESS_LIMIT)
+        saved = bounded_json.read(path, max_bytes=PROGRESS_LIMIT, follow=False)  # gradflow's own: never a link
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:

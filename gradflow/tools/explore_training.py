@@ -79,7 +79,8 @@ def training_data(training):
 
 def thinned(items, value, most=POINTS):
     """At most about `most` of `items` (in step order): each bucket of consecutive items keeps the one of
-    lowest and the one of highest value(item), in their order, and its first gap (value None), if any."""
+    lowest and the one of highest value(item), in their order, and its first gap (value None), if any; the
+    first item and the last are kept."""
     if len(items) <= most:
         return items
     size = math.ceil(len(items) / (most // 3))  # up to three kept per bucket
@@ -88,7 +89,7 @@ def thinned(items, value, most=POINTS):
         bucket = range(start, min(start + size, len(items)))
         numbers = [i for i in bucket if value(items[i]) is not None]
         gaps = [i for i in bucket if value(items[i]) is None]
-        chosen = set(gaps[:1])
+        chosen = set(gaps[:1]) | {0, len(items) - 1} & set(bucket)  # the run's first and last step stay too
         if numbers:
             chosen |= {min(numbers, key=lambda i: value(items[i])), max(numbers, key=lambda i: value(items[i]))}
         kept += [items[i] for i in sorted(chosen)]
