@@ -123,9 +123,10 @@ def test_stepping_backward_lights_each_op_in_reverse(browser, toy):
     path, page, _ = toy
     steps = views(page)[0]["steps"]
     opened = Opened(browser, path)
-    opened.tab.click("#to-backward")
+    opened.tab.click("#to-backward")  # lands on backward step 1, not on the last forward step
     for n in range(1, 6):
-        opened.tab.keyboard.press("ArrowRight")
+        if n > 1:
+            opened.tab.keyboard.press("ArrowRight")
         expected = steps[-n]
         assert opened.tab.get_attribute("#status", "data-unit") == expected
         assert opened.tab.locator("#canvas g.node.current").get_attribute("id") == expected
@@ -175,14 +176,14 @@ LAPTOP, DESKTOP = (1366, 768), (1920, 1080)
 READABLE = 11  # px: the smallest node text a learner reads without leaning in
 
 NODE_TEXT = """() => {
-  // each node on screen: its name's rendered size (its largest text: font-size times the zoom)
+  // each node on screen: its smallest text's rendered size (font-size times the zoom)
   const pane = document.getElementById("canvas").getBoundingClientRect();
   const sizes = [];
   for (const g of document.querySelectorAll("#canvas g.node")) {
     const r = g.getBoundingClientRect();
     if (r.right < pane.left || r.left > pane.right || r.bottom < pane.top || r.top > pane.bottom) continue;
     const px = [...g.querySelectorAll("text")].map(t => parseFloat(t.getAttribute("font-size")) * t.getScreenCTM().a);
-    if (px.length) sizes.push(Math.max(...px));
+    if (px.length) sizes.push(Math.min(...px));  // its smallest text: a shape, an op's constants
   }
   return sizes;
 }"""
@@ -311,9 +312,10 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
     assert 6 <= len(stops) <= 10
     opened = Opened(browser, path, LAPTOP)
     opened.tab.click("#tour-start")
-    captions = []
+    captions, heights = [], set()
     for k, stop in enumerate(stops):
         assert opened.tab.inner_text("#tour-count") == f"{k + 1} / {len(stops)}"
+        heights.add(opened.tab.locator("#tour").bounding_box()["height"])  # the graph never jumps
         captions.append(opened.tab.inner_text("#tour-caption"))
         assert captions[-1] == stop["caption"]
         assert opened.tab.locator("#canvas g.node.toured").get_attribute("id") == stop["node"]
@@ -326,7 +328,8 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
             opened.screenshot("tour")
         if k < len(stops) - 1:
             opened.tab.click("#tour-next")
-    assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions)
+    assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions) and len(heights) == 1
+    assert not any(re.search(r"\bloss loss\b", c) for c in captions)
     assert "backward" in " ".join(captions).lower() and "gradient of the weight" in captions[-1]
     opened.tab.keyboard.press("Escape")  # leave the tour, explore freely from here
     assert opened.tab.locator("#tour").is_hidden() and opened.tab.locator("#canvas g.node.toured").count() == 0
@@ -364,3 +367,45 @@ def test_the_training_tab_shows_whole_axis_labels_and_a_health_curve(browser, tm
         why = opened.tab.locator(".card.health .why")
         assert why.count() == (points < 3) and (points >= 3 or "eval-interval" in why.inner_text())
         assert opened.errors == []
+
+
+ONE_SCREEN = """() => {
+  // the step's panel: the lowest of its stages, the tables, maps and lines that run past its right edge
+  const panel = document.getElementById("panel"), right = panel.getBoundingClientRect().right;
+  const stages = [...panel.querySelectorAll(".stage")].map(s => s.getBoundingClientRect().bottom);
+  const parts = [...panel.querySelectorAll("table, canvas, pre, .array")];
+  const wide = parts.filter(e => e.getBoundingClientRect().right > right + 1);
+  const unit = document.getElementById("status").dataset.unit;
+  return {
+    status: document.getElementById("status").textContent, kind: state.view.nodes[unit].kind,
+    stages: stages.length, lowest: Math.max(...stages), wide: wide.length, scroll: panel.scrollTop,
+    worked: panel.querySelectorAll("pre.worked").length, out: panel.querySelectorAll(".stage-out").length,
+  };
+}"""
+
+
+@pytest.mark.parametrize("which", ["toy", "gpt"])
+def test_every_backward_step_of_every_view_fits_one_laptop_screen(browser, toy, gpt, which):
+    """b, then the right arrow, through every view: ① ② ③ on screen, nothing past the panel's edge, each op
+    step working an element, each collapsed module's step sending its gradient on."""
+    path, page = {"toy": toy, "gpt": gpt}[which][:2]
+    opened = Opened(browser, path, LAPTOP)
+    lowest, ops = 0, 0
+    for i, v in enumerate(views(page)):
+        opened.tab.evaluate("i => openView(i)", i)
+        n = len(v["steps"])
+        assert opened.tab.inner_text("#status").startswith(f"step mode: {n} step{'s' * (n != 1)} each way")
+        opened.tab.keyboard.press("b")
+        for k in range(n):
+            step = opened.tab.evaluate(ONE_SCREEN)
+            assert step["status"].startswith(f"backward {k + 1} / {n}"), step
+            assert step["stages"] == 3 and step["lowest"] <= LAPTOP[1] and step["wide"] == 0, str(step)
+            assert step["out"] == 1 and step["scroll"] == 0, step
+            if step["kind"] == "op":
+                ops += 1
+                assert step["worked"] == 1, step
+            lowest = max(lowest, step["lowest"])
+            opened.tab.keyboard.press("ArrowRight")
+    assert ops == sum(1 for v in views(page) for u in v["steps"] if v["nodes"][u]["kind"] == "op")
+    print(f"{which}: {ops} op steps worked; the lowest stage ends at {lowest:.0f} px of {LAPTOP[1]}")
+    assert opened.errors == []

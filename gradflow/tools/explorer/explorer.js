@@ -412,7 +412,7 @@ function opPanel(p, id, info) {
       box.append(named(t, `${info.input_names[i]}: to `));
       if (info.shares[i]) box.append(arrayView(info.shares[i], "share share-" + i, true, marks[i]));
       else box.append(el("div", { class: "hint", text: "no gradient sent (a constant, or backward has not run)" }));
-      if (x && x.arrivals) box.append(sharesOf(x, true));
+      if (x && x.arrivals && inputs.filter(([u]) => u === t).pop()[1] === i) box.append(sharesOf(x, true));  // once, for x * x
     }
     right.append(box);
   }
