@@ -15,7 +15,7 @@ from gradflow.nn import functional as F
 
 def shapes(*parts):
     """A regex matching the parts in order, with anything before and between them (parts taken literally)."""
-    return "".join(".*" + re.escape(str(p)) for p in parts)
+    return "".join(".*" + re.escape(f"{p}") for p in parts)  # f"{shape}": (2, 3), as messages write it
 
 
 # --- matmul ---------------------------------------------------------------------------------------

@@ -73,3 +73,28 @@ def test_printed_beside_pytorch(name, dtype):
     ours, theirs = repr(gf.tensor(a)), repr(torch.from_numpy(a)).replace("dtype=torch.", "dtype=")
     # the dtype's name is shorter than PyTorch's (float64, torch.float64): it may fit where PyTorch's wraps
     assert re.sub(r",\n +dtype=", ", dtype=", ours) == re.sub(r",\n +dtype=", ", dtype=", theirs)
+
+
+# --- shapes: torch.Size --------------------------------------------------------------------------------
+
+
+def test_a_shape_is_a_tuple_that_prints_as_torch_size():
+    x = gf.zeros(5, 27)
+    assert str(x.shape) == repr(x.size()) == "torch.Size([5, 27])" and str([x.shape]) == "[torch.Size([5, 27])]"
+    assert str(gf.tensor(1.0).shape) == "torch.Size([])" and f"{x.shape}" == "(5, 27)"  # messages' form
+    B, T = x.shape  # every tuple use: unpacking, indexing, equality, hashing, numpy's shape arguments
+    assert (B, T) == (5, 27) and x.shape[-1] == 27 and x.shape == (5, 27) and x.shape != (5, 26)
+    assert hash(x.shape) == hash((5, 27)) and {x.shape: 1}[(5, 27)] == 1 and isinstance(x.shape, tuple)
+    assert np.zeros(x.shape).shape == (5, 27) and np.ones(x.shape[1:]).shape == (27,) and len(x.shape) == 2
+    assert str(x.shape[1:]) == "torch.Size([27])" and str(x.shape[:-1] + (3,)) == "torch.Size([5, 3])"
+    assert x.shape.numel() == 135 and x.view(x.shape).shape == x.shape and gf.zeros(x.shape).shape == (5, 27)
+    assert x.shape[0] == 5 and type(x.shape[0]) is int and x.size(1) == 27
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0)")
+def test_shapes_print_as_pytorchs():
+    for shape in [(5, 27), (), (3,), (2, 1, 4)]:
+        ours, theirs = gf.zeros(shape), torch.zeros(shape)
+        assert str(ours.shape) == str(theirs.shape) and repr(ours.size()) == repr(theirs.size())
+        assert str(ours.shape[1:]) == str(theirs.shape[1:]) and ours.shape.numel() == theirs.shape.numel()
+        assert str(ours.shape + (7,)) == str(theirs.shape + (7,))

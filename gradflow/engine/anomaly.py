@@ -161,7 +161,7 @@ def _words(kinds):
 
 
 def _shapes(tensors):
-    return ", ".join("None" if t is None else str(t.shape) for t in tensors)
+    return ", ".join("None" if t is None else str(tuple(t.shape)) for t in tensors)
 
 
 def _in(scope, grad_enabled):

@@ -58,10 +58,10 @@ def broadcast_shape(op, *shapes):
     for i in range(1, ndim + 1):
         sizes = {s[-i] for s in shapes if len(s) >= i} - {1}
         if len(sizes) > 1:
-            listed = " and ".join(str(s) for s in shapes)
+            listed = " and ".join(str(tuple(s)) for s in shapes)  # (2, 3), also for a torch.Size
             sizes_text = " and ".join(str(n) for n in sorted(sizes))
             raise ValueError(f"{op}: shapes {listed} cannot be broadcast: axis {-i} has sizes {sizes_text}")
-    raise ValueError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast")
+    raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast")
 
 
 def spelling(op, numpy_name, numpy_value, torch_name, torch_value, default):

@@ -231,7 +231,7 @@ def cat(tensors, axis=None, *, dim=None):
     axis = normalize_axis("cat", spelling("cat", "axis", axis, "dim", dim, 0), first)
     for i, t in enumerate(tensors):
         if t.ndim != len(first) or builtins.any(n != m for j, (n, m) in enumerate(zip(t.shape, first)) if j != axis):
-            shapes = ", ".join(str(t.shape) for t in tensors)
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
             raise ValueError(
                 f"cat: tensor {i} has shape {t.shape}, which differs from {first} outside axis {axis} (shapes {shapes})"
             )

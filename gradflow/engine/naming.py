@@ -98,7 +98,7 @@ def op_error(name, error, tensors):
     """A numpy error raised inside op `name`'s forward, as the op's own: naming the op and its input shapes."""
     message = str(error)
     if not message.startswith(f"{name}:"):
-        shapes = ", ".join("None" if t is None else str(t.shape) for t in tensors)
+        shapes = ", ".join("None" if t is None else str(tuple(t.shape)) for t in tensors)
         message = f"{name}: {message} (input shapes {shapes})"
     if isinstance(error, IndexError) and not isinstance(error, ValueError):
         return IndexError(message)

@@ -27,6 +27,7 @@ from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.shape import Cast, Copy
 from gradflow.engine.printing import array_text, with_suffixes
 from gradflow.engine.saved import SavedMemory
+from gradflow.engine.shape import Size
 from gradflow.engine.tensor_torch import (
     PyTorchNames,
     max_as_pytorch,
@@ -220,7 +221,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
             total = self._grad.in_place()
             total += g
 
-    shape = property(lambda self: self._data.shape)
+    shape = property(lambda self: Size(self._data.shape))  # a tuple that prints as torch.Size([5, 27])
     dtype = property(lambda self: self._data.dtype)
     ndim = property(lambda self: self._data.ndim)
 
