@@ -7,7 +7,9 @@ x_l = x_(l-1) + Attn(LN(x_(l-1)))                 causal multi-head self-attenti
 x_l = x_l + MLP(LN(x_l)),  MLP = GELU MLP 4d wide
 logits = LN(x_L) E^T                              the head shares the token embedding (tied)
 
-What GPT shares with Llama (counting parameters, the KV caches, the loss) is in decoder.py.
+Where the rest lives: the MLP is gradflow/nn/ffn.py (GELU, gradflow/engine/ops/elementwise.py); the loss,
+shared with Llama with counting parameters and the KV caches, is in decoder.py (cross-entropy:
+gradflow/engine/ops/loss.py); sampling from the model, gradflow/inference/generate.py.
 """
 
 import math

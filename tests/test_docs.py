@@ -7,6 +7,10 @@ site builds them. `mkdocs build --strict` (in .ci/run) checks the site again as 
 Skipped where the docs are not beside the tests (the installed wheel's run, the sdist).
 """
 
+import importlib
+import importlib.util
+import json
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -187,3 +191,98 @@ def test_a_broken_link_is_caught(tmp_path):
     assert "no heading with the id 'no-section'" in found["#no-section"]
     assert found["missing.md"] == "no such file"
     assert len(found) == 3  # the links in code are examples, not links
+
+
+# --- the notebooks as the site renders them ---------------------------------------------------------
+
+NOTEBOOK_PAGES = DOCS / "hooks" / "notebooks.py"
+MATHJAX_HOOK = DOCS / "hooks" / "mathjax.py"
+MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)  # display first, then inline; both may span lines
+CODE = re.compile(r"<pre\b.*?</pre>|<code\b.*?</code>", re.S)
+TEXT_CELL = re.compile(r'<div class="[^"]*jp-MarkdownOutput[^"]*"[^>]*>(.*?)</div>', re.S)  # one cell's text
+
+
+def docs_tool(module):
+    """A package of the docs extra: skipped without it, unless GRADFLOW_REQUIRE_DOCS=1 (CI's docs stage)."""
+    if os.environ.get("GRADFLOW_REQUIRE_DOCS") == "1":
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
+def hook(path):
+    spec = importlib.util.spec_from_file_location(f"docs_hook_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def mathjax_url():
+    return re.search(r'custom_mathjax_url:\s*"([^"]+)"', MKDOCS_YML.read_text(encoding="utf-8")).group(1)
+
+
+@pytest.fixture(scope="module")
+def rendered_text(tmp_path_factory):
+    """The text cells of every notebook, rendered as mkdocs-jupyter renders a page: one page, to be quick."""
+    nb2html = docs_tool("mkdocs_jupyter.nbconvert2").nb2html
+    cells = []
+    for path in sorted((ROOT / "tutorials").glob("*.ipynb")):
+        cells += [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown"]
+    notebook = tmp_path_factory.mktemp("notebooks") / "text.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return nb2html(str(notebook), custom_mathjax_url=mathjax_url())
+
+
+def missing_anchors(rendered, hrefs):
+    ids = set(re.findall(r'\bid="([^"]+)"', rendered))
+    return sorted({h for h in hrefs if h and h not in ids})
+
+
+def toc_anchors(toc):
+    for item in toc:
+        yield item.url.removeprefix("#")
+        yield from toc_anchors(item.children)
+
+
+def unrendered_tex(rendered):
+    """TeX that MathJax cannot typeset whole: a formula that Markdown took apart (a tag inside it: a list
+    item, emphasis) or a $ left without its pair."""
+    text = CODE.sub("", rendered).replace("\\$", "")
+    broken = [m.group(0)[:80] for m in MATH.finditer(text) if "<" in m.group(0)]
+    return broken + [rest[:80] for rest in MATH.sub("", text).split("$")[1:]]
+
+
+def test_every_anchor_of_a_rendered_notebook_arrives_and_its_contents_too(rendered_text):
+    get_toc = docs_tool("mkdocs.structure.toc").get_toc
+    assert missing_anchors(rendered_text, re.findall(r'href="#([^"]*)"', rendered_text)) == []
+    toc = get_toc(hook(NOTEBOOK_PAGES).contents(rendered_text))
+    anchors = list(toc_anchors(toc))
+    assert len(anchors) >= 9 * 3, "a contents entry per section of each notebook"
+    assert missing_anchors(rendered_text, anchors) == []
+    names = [item.title for item in toc]
+    assert any("`" not in n and "models/gpt.py" in n for n in names), "a heading's code stays in its entry"
+
+
+def test_the_contents_mkdocs_jupyter_reads_from_the_markdown_would_be_caught(rendered_text):
+    plugin = docs_tool("mkdocs_jupyter.plugin")
+    tokens, _ = plugin._get_nb_toc_tokens(str(ROOT / "tutorials" / "08_reading_gpt_line_by_line.ipynb"), 6)
+    ids = [t["id"] for token in tokens for t in [token, *token["children"]]]
+    assert missing_anchors(rendered_text, ids), "its anchors drop a heading's code, the page's keep it"
+
+
+def test_the_notebooks_tex_reaches_mathjax_whole(rendered_text):
+    cells = TEXT_CELL.findall(rendered_text)
+    assert len(cells) > 50, "the text cells as the page shows them"
+    assert [problem for cell in cells for problem in unrendered_tex(cell)] == []
+    assert unrendered_tex("<p>$a +\n</p><ul><li>b$</li></ul> and $c$") == ["$a +\n</p><ul><li>b$"]
+    assert unrendered_tex("<p>$a$ costs $5</p>") == ["5</p>"]
+
+
+def test_math_renders_with_no_network(rendered_text):
+    url = mathjax_url()
+    assert not re.match(r"\w+://", url), f"mkdocs.yml loads MathJax from {url}: offline, the pages show raw TeX"
+    mathjax = hook(MATHJAX_HOOK)
+    assert url.startswith(mathjax.SCRIPT + "?"), "the site carries MathJax where mkdocs.yml loads it from"
+    assert (mathjax.MATHJAX / "MathJax.js").is_file()
+    for name in re.search(r"config=([\w,-]+)", url).group(1).split(","):
+        assert (mathjax.MATHJAX / "config" / f"{name}.js").is_file(), f"MathJax's config {name} is not shipped"
+    assert f'<script src="{url}"' in rendered_text

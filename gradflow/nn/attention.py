@@ -6,7 +6,8 @@ Each of n_heads heads reads its own slice of hs = d_model / n_heads features:
     head_h = softmax(Q_h K_h^T / sqrt(hs) + M) V_h      M_ij = -inf where key j comes after query i
     out = concat(head_1 .. head_nh) W_O                 (B, T, d)
 
-The softmax, the mask and the weighted sum are one fused op, F.scaled_dot_product_attention.
+The softmax, the mask and the weighted sum are one fused op, F.scaled_dot_product_attention: its
+forward and backward, the mask M included, are in gradflow/engine/ops/attention.py (ScaledDotProductAttention).
 
 Read after nn/layers.py and before models/gpt.py (README.md gives the reading order). Beside it:
 kv_cache.py keeps the keys and values of earlier tokens for decoding, and general_attention.py
