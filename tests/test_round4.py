@@ -103,14 +103,14 @@ def test_a_runs_files_are_never_written_through_a_link(run, capsys, name):
     assert victim.read_text() == "the user's own file\n"
 
 
-def test_a_planted_temporary_file_is_never_written_through(run, capsys):
-    """The checkpoint's temporary `.ckpt.npz.<pid>.tmp` planted as a link: removed (the link, not its
-    target), then created afresh; the checkpoint is a checkpoint, the user's file untouched."""
-    victim = run.parent / "victim.txt"
-    (run / f".ckpt.npz.{os.getpid()}.tmp").symlink_to(victim)
-    assert main(["train", "--resume", "--out-dir", str(run), "--max-iters", "3", "--sample-tokens", "0"]) == 0
-    assert victim.read_text() == "the user's own file\n"
-    assert not (run / "ckpt.npz").is_symlink() and load_checkpoint(run)["step"] == 3
+@pytest.mark.parametrize("command", ["graph --toy", "explore --toy"])
+def test_force_replaces_a_file_never_what_a_link_points_to(tmp_path, capsys, command):
+    victim, link = tmp_path / "victim.txt", tmp_path / "page.svg"
+    victim.write_text("the user's own file\n")
+    link.symlink_to(victim)
+    assert main([*command.split(), "-o", str(link), "--force"]) == 2
+    assert error_line(capsys) == f"gradflow {command.split()[0]}: {link} is a symbolic link, {REFUSED}"
+    assert victim.read_text() == "the user's own file\n" and link.is_symlink()
 
 
 # --- 2. export --force replaces only what export wrote, as it wrote it -------------------------------------------
