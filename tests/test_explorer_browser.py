@@ -369,6 +369,25 @@ def test_the_training_tab_shows_whole_axis_labels_and_a_health_curve(browser, tm
         assert opened.errors == []
 
 
+def test_a_long_runs_training_tab_draws_with_nan_as_gaps(browser, tmp_path):
+    """150,000 step records and 15,000 evaluations (spread into Math.min, they overflowed the call stack),
+    a NaN loss at step 100: the tab draws, the loss line cut in two at the gap, the gap named by its line."""
+    model = ToyModel()
+    out = model.walkthrough(model.encode("the cat sat"), target=model.config.vocab.index("on"))
+    losses = [{"step": s, "loss": float("nan") if s == 100 else 4.5 * 0.99 ** (s / 1000)} for s in range(1, 150_001)]
+    blocks = {"emb": {"grad_norm": 1.0, "update_ratio": 1e-3}, "blocks.0": {"grad_norm": 2.0, "update_ratio": 1e-3}}
+    evals = [{"step": s, "train_loss": 4.0, "val_loss": 4.1, "blocks": blocks} for s in range(0, 150_001, 10)]
+    training = {"metrics": losses + evals, "snapshots": {}, "source": "out/metrics.jsonl"}
+    page = explore(out["loss"], model=model, training=training)
+    opened = Opened(browser, page.write(tmp_path / "long.html"), LAPTOP)
+    opened.tab.click("#tabs button[data-tab=training]")
+    assert opened.tab.locator(".card.loss polyline").count() == 2  # steps 1-99 and 101-150,000
+    assert opened.tab.locator(".card.health polyline").count() == 2
+    assert "out/metrics.jsonl, line 100: loss is nan" in opened.tab.inner_text("#training")
+    opened.tab.locator("#scrub").fill("10")
+    assert opened.errors == []
+
+
 ONE_SCREEN = """() => {
   // the step's panel: the lowest of its stages, the tables, maps and lines that run past its right edge
   const panel = document.getElementById("panel"), right = panel.getBoundingClientRect().right;
