@@ -117,7 +117,8 @@ class Log(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.log(x)
+        with np.errstate(divide="ignore"):  # log(0) = -inf, without numpy's warning, as PyTorch gives it
+            return np.log(x)  # (a mask written as log(tril(ones(T, T))) holds 0 and -inf)
 
     @staticmethod
     def backward(ctx, grad):
