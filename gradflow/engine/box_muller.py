@@ -99,15 +99,22 @@ def _block_normals(u, mean, std, dtype):
     u1, u2 = 1 - d[:, 0], d[:, 1]  # 1 - u in (0, 1] for the log
     mean, std = dtype.type(mean), dtype.type(std)
     if dtype == np.float32:
-        r = np.sqrt(f32(-2) * log_cephes(u1))
-        sin, cos = sincos_cephes(f32(2.0 * math.pi) * u2)
+        z = normals32(u1, u2, mean, std)
     else:
         r = np.sqrt(-2 * np.log(u1))
         theta = 2.0 * math.pi * u2
-        sin, cos = np.sin(theta), np.cos(theta)
-    z = np.stack([r * cos, r * sin], axis=1)
-    out[:whole] = (z if (mean, std) == (0, 1) else fma(z, std, mean)).reshape(-1)  # z 1 + 0 is z
+        z = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1)
+        z = z if (mean, std) == (0, 1) else fma(z, std, mean)  # z 1 + 0 is z
+    out[:whole] = z.reshape(-1)
     return out
+
+
+def normals32(u1, u2, mean, std):
+    """The float32 blocks' normals, (blocks, 2, 8): mean + std r (cos, sin) with Cephes' log and sincos."""
+    r = np.sqrt(f32(-2) * log_cephes(u1))
+    sin, cos = sincos_cephes(f32(2.0 * math.pi) * u2)
+    z = np.stack([r * cos, r * sin], axis=1)
+    return z if (mean, std) == (0, 1) else fma(z, std, mean)
 
 
 # Cephes' float32 constants, as sse_mathfun writes them

@@ -13,7 +13,7 @@ collates them: default_collate stacks the examples' tensors along a new first ax
 Examples are read in this process: num_workers= (PyTorch's worker processes), the workers' options
 (worker_init_fn=, timeout=, prefetch_factor=, persistent_workers=) and pin_memory= are accepted and
 change nothing, since the workers would give the same batches in the same order.
-gradflow's random numbers are numpy's, so a shuffled order is not the one PyTorch draws.
+The random draws are PyTorch's (engine/rng.py), so after the same seed a shuffled order is PyTorch's.
 
 The files are PyTorch's modules, so that `from torch.utils.data.dataloader import DataLoader` runs:
 dataset.py (Dataset, IterableDataset, TensorDataset, Subset, random_split), sampler.py (the orders) and
