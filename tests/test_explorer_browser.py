@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_explorer import views  # the page's views, each tensor with its numbers
+from helpers import views  # the page's views, each tensor with its numbers
 
 import gradflow as gf
 from gradflow.models.gpt import GPT, GPTConfig
@@ -409,7 +409,7 @@ def test_every_backward_step_of_every_view_fits_one_laptop_screen(browser, toy, 
     step working an element, each collapsed module's step sending its gradient on."""
     path, page = {"toy": toy, "gpt": gpt}[which][:2]
     opened = Opened(browser, path, LAPTOP)
-    lowest, ops = 0, 0
+    lowest, ops, shot = 0, 0, {}
     for i, v in enumerate(views(page)):
         opened.tab.evaluate("i => openView(i)", i)
         n = len(v["steps"])
@@ -423,6 +423,9 @@ def test_every_backward_step_of_every_view_fits_one_laptop_screen(browser, toy, 
             if step["kind"] == "op":
                 ops += 1
                 assert step["worked"] == 1, step
+            for name in ("cross_entropy", "attention", "layer_norm") if which == "gpt" else ():
+                if step["status"].split(": ")[1].startswith(name + " →") and not shot.get(name):
+                    shot[name] = opened.screenshot(f"backward-{name.replace('_', '-')}") or True
             lowest = max(lowest, step["lowest"])
             opened.tab.keyboard.press("ArrowRight")
     assert ops == sum(1 for v in views(page) for u in v["steps"] if v["nodes"][u]["kind"] == "op")
