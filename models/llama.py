@@ -232,11 +232,13 @@ def from_gguf(file, rope_interleaved=False):
 def smollm2_instruct(rope_interleaved=False):
     """SmolLM2-135M-Instruct, 4-bit weights dequantized to float32: (model, tokenizer), fetched on first use.
 
-    `smollm2_path` gives the file only if its sha256 is the known one. The file is read once; its
-    reader (170 MB of mapped file and parsed metadata) is let go when this returns, so what stays
-    is the 538 MB of float32 weights and the tokenizer.
+    `smollm2_path` gives the file only if its sha256 is the known one, hashed at every load: 0.5 to
+    0.7 s for its 98 MB, about 3% of the load (25 s on two shared cores), and a damaged file whose
+    modification time was put back is refused instead of answering garbage. The file is read once;
+    its reader (170 MB of mapped file and parsed metadata) is let go when this returns, so what
+    stays is the 538 MB of float32 weights and the tokenizer.
     """
-    f = GGUFFile(smollm2_path())
+    f = GGUFFile(smollm2_path(verify=True))
     return from_gguf(f, rope_interleaved), PretrainedBPETokenizer.from_gguf(f.metadata, source=f.path)
 
 
