@@ -22,6 +22,7 @@ import os
 import pickle
 import random
 import re
+import struct
 import sys
 import types
 from pathlib import Path
@@ -458,6 +459,40 @@ def test_word_language_model_matches_pytorch(torch, corpus_folder, kind):
         results.append((losses, p.evaluate(model, p.batchify(corpus.valid, 2), 2, criterion)))
     close(results[0][0], results[1][0], "training losses, batch by batch")
     close(results[0][1], results[1][1], "validation loss")
+
+
+# --- llama2.c: pretokenized shards, an IterableDataset asking get_worker_info, model.bin, sample.py ----
+
+
+def llama2c_run(lib):
+    """The whole program on lib: its validation losses by step, training losses, model.bin's floats, samples."""
+    p = program("llama2c", lib)
+    val_losses, train_losses, texts = p.main(TEXT * 3)
+    header, weights = Path("out/model.bin").read_bytes()[:28], np.fromfile("out/model.bin", dtype="<f4", offset=28)
+    return p, val_losses, train_losses, (struct.unpack("iiiiiii", header), weights), texts
+
+
+def test_llama2c_trains_exports_and_samples_on_gradflow():
+    p, val_losses, train_losses, (header, weights), texts = llama2c_run("gradflow")
+    assert val_losses[p.max_iters] < val_losses[0] - 0.5 and len(train_losses) == p.max_iters + 1
+    dim, hidden, n_layers, n_heads, n_kv_heads, vocab_size, seq_len = header
+    assert (dim, n_layers, n_heads, n_kv_heads, seq_len) == (p.dim, p.n_layers, p.n_heads, p.n_kv_heads, p.max_seq_len)
+    per_layer = 2 * dim + 2 * dim * dim + 2 * dim * (dim // n_heads * n_kv_heads) + 3 * dim * hidden
+    assert (
+        weights.size == vocab_size * dim + n_layers * per_layer + dim + seq_len * dim // n_heads
+    )  # tied: no classifier
+    assert len(texts) == 2 and all(len(t) == 41 for t in texts)
+
+
+def test_llama2c_matches_pytorch(torch):
+    """From the same seed, the same run: the same draws make the same weights, the dataset's own random.Random
+    the same batches, so the losses, model.bin and the samples agree with PyTorch's."""
+    ours, theirs = llama2c_run("gradflow"), llama2c_run(torch)
+    close(list(ours[1].values()), list(theirs[1].values()), "validation loss at steps 0, 10 and 20", rtol=1e-5)
+    close(ours[2], theirs[2], "training loss, step by step", rtol=1e-5)
+    assert ours[3][0] == theirs[3][0]
+    np.testing.assert_allclose(ours[3][1], theirs[3][1], rtol=1e-4, atol=1e-6, err_msg="model.bin's weights")
+    assert ours[4] == theirs[4]
 
 
 # --- the GPT-2 reproduction lecture's train_gpt2.py: shards, accumulation, autocast, gather ----------
