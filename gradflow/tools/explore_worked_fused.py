@@ -35,27 +35,22 @@ def _products(pairs):
     return " + ".join(f"{number(x)}*{number(y)}" for x, y in pairs[:SHOWN]) + (" + …" if len(pairs) > SHOWN else "")
 
 
-def _row(e, axis):
-    """The index of the row along `axis` through element e: e with `:` (slice(None)) at axis."""
-    return tuple(slice(None) if k == axis else i for k, i in enumerate(e))
-
-
 def _where(e, axis):
     """The row through e along axis, written [0, :, 3]."""
     return "[" + ", ".join(":" if k == axis else str(i) for k, i in enumerate(e)) + "]"
 
 
-def _axis(case, ndim):
-    axis = case.params.get("axis", -1)
-    return axis % ndim
+def _along(case, e):
+    """The row through e along the op's axis: its axis, e's place in it, and y and g there."""
+    axis = case.params.get("axis", -1) % case.y.ndim
+    row = tuple(slice(None) if k == axis else i for k, i in enumerate(e))
+    return axis, e[axis], case.y[row], case.g[row]
 
 
 def softmax(case, j, e):
-    x, axis = case.names[0], _axis(case, case.y.ndim)
-    row = _row(e, axis)
-    y, g = case.y[row], case.g[row]
+    x = case.names[0]
+    axis, k, y, g = _along(case, e)
     s = float(np.sum(g * y))
-    k = e[axis]
     value = y[k] * (g[k] - s)
     return [
         f"the row {_where(e, axis)}: y = {_some(y)}, g = {_some(g)}",
@@ -65,11 +60,9 @@ def softmax(case, j, e):
 
 
 def log_softmax(case, j, e):
-    x, axis = case.names[0], _axis(case, case.y.ndim)
-    row = _row(e, axis)
-    y, g = case.y[row], case.g[row]
-    s, k = float(np.sum(g)), e[axis]
-    p = math.exp(y[k])
+    x = case.names[0]
+    _, k, y, g = _along(case, e)
+    s, p = float(np.sum(g)), math.exp(y[k])
     value = g[k] - p * s
     return [
         f"s = sum_i g_i = {' + '.join(number(v) for v in g[:SHOWN])}{' + …' if len(g) > SHOWN else ''} = {number(s)}",
