@@ -265,3 +265,22 @@ def test_fused_multiply_add_rounds_once(dtype):
         a, b, c = (dtype.type(v) for v in (a, b, c))
         exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
         assert box_muller.fma(np.array([a]), b, c)[0] == correctly_rounded(exact, dtype), (a, b, c)
+
+
+def test_an_older_checkpoints_numpy_state_still_resumes():
+    """A checkpoint written when dropout's masks came from numpy's PCG64 keeps its state: resuming from
+    it seeds PyTorch's stream from that state's number, the same each time; anything else is refused."""
+    from gradflow.training.trainer import _is_gradflow_state, _restore_gradflow_state
+
+    old = np.random.default_rng(3).bit_generator.state
+    assert _is_gradflow_state(old) and _is_gradflow_state(gf.get_rng_state())
+    assert not _is_gradflow_state({"state": [0] * 623, "next": 0, "seed": 0, "normal": None})  # a word short
+    assert not _is_gradflow_state({"state": [2**32] * 624, "next": 0, "seed": 0, "normal": None})
+    draws = []
+    for _ in range(2):
+        _restore_gradflow_state(json.loads(json.dumps(old)))
+        draws.append(gf.rand(5).numpy())
+    assert_array_equal(draws[0], draws[1])
+    assert_array_equal(
+        draws[0], gf.rand(5, generator=gf.Generator().manual_seed(old["state"]["state"] % 2**64)).numpy()
+    )
