@@ -399,6 +399,7 @@ ONE_SCREEN = """() => {
     status: document.getElementById("status").textContent, kind: state.view.nodes[unit].kind,
     stages: stages.length, lowest: Math.max(...stages), wide: wide.length, scroll: panel.scrollTop,
     worked: panel.querySelectorAll("pre.worked").length, out: panel.querySelectorAll(".stage-out").length,
+    ringed: panel.querySelectorAll(".stage-out td.worked, .stage-out canvas[data-mark]").length,
   };
 }"""
 
@@ -422,7 +423,7 @@ def test_every_backward_step_of_every_view_fits_one_laptop_screen(browser, toy, 
             assert step["out"] == 1 and step["scroll"] == 0, step
             if step["kind"] == "op":
                 ops += 1
-                assert step["worked"] == 1, step
+                assert step["worked"] == 1 and step["ringed"] >= 1, step  # the worked element, ringed in ③
             for name in ("cross_entropy", "attention", "layer_norm") if which == "gpt" else ():
                 if step["status"].split(": ")[1].startswith(name + " →") and not shot.get(name):
                     shot[name] = opened.screenshot(f"backward-{name.replace('_', '-')}") or True

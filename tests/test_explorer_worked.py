@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from test_gradcheck_table import _all_ops  # every op of both tiers, as the gradcheck table finds them
+from helpers import all_ops  # every op of both tiers
 
 import gradflow as gf
 from gradflow.models.gpt import GPT, GPTConfig
@@ -59,7 +59,7 @@ def test_every_plain_op_works_an_element_to_the_engines_digits():
             wrong, _ = unworked(exploration)
             assert not wrong, f"{case.label}: {wrong}"
             seen |= {type(op) for op in exploration.graphs[0].ops}
-    plain = {op for op in _all_ops() if op.__module__.startswith("gradflow.engine.")}
+    plain = {op for op in all_ops() if op.__module__.startswith("gradflow.engine.")}
     missing = sorted(op.__name__ for op in plain if op not in seen)
     assert not missing, f"plain ops that no worked element was checked on: {missing}"
     assert len(plain) >= 55
@@ -167,3 +167,17 @@ def test_short_names_shorten_at_their_parts():
     for text in ["permute(reshape(layers.0.attn.q_proj out))", "(0.04471 * (ffn.fc1 out)) * (blocks.0.ffn.fc1 out)"]:
         s = short(text)
         assert len(s) <= 24 and s.count("(") == s.count(")") and s != "…"
+
+
+def test_a_large_gradient_is_a_heat_map_with_the_worked_element_marked():
+    from gradflow.tools.explore_view import brief
+
+    a = np.random.default_rng(0).standard_normal((2, 3, 40, 50))
+    shown = brief(a, (1, 2, 17, 33))
+    heat = shown["heat"]
+    assert heat["lead"] == [1, 2] and len(heat["rows"]) <= 32 and len(heat["cols"]) <= 32
+    r, c = heat["mark"]
+    assert heat["rows"][r] == 17 and heat["cols"][c] == 33  # the marked element's own row and column are kept
+    assert heat["values"][r * len(heat["cols"]) + c] == pytest.approx(a[1, 2, 17, 33], rel=1e-3)
+    assert shown["marked"] == {"at": [1, 2, 17, 33], "value": pytest.approx(a[1, 2, 17, 33], rel=1e-5)}
+    assert "heat" in brief(np.ones(65)) and "values" in brief(np.ones(64))  # every gradient of more than 64 numbers

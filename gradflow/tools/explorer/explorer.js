@@ -95,6 +95,7 @@ function heatCanvas(rows, cols, values, signed, cell, mark, tall) {
       g.fillRect(k * cell, r * cell, cell, cell);
     }
   if (mark) {
+    c.dataset.mark = mark.join(",");
     g.strokeStyle = "#111827";
     g.lineWidth = 2;
     const [r, k] = mark, pad = Math.max(2, cell / 2);
