@@ -14,7 +14,7 @@ from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.llama import Llama, LlamaConfig
 from gradflow.models.toy import ToyModel
 from gradflow.tools.explore_names import short
-from gradflow.tools.explore_view import Exploration
+from gradflow.tools.explore_view import Exploration, brief
 from gradflow.tools.explore_worked_terms import number
 from gradflow.tools.gradcheck_table import CASES
 from gradflow.tools.graph import backward_keeping_every_grad
@@ -170,8 +170,6 @@ def test_short_names_shorten_at_their_parts():
 
 
 def test_a_large_gradient_is_a_heat_map_with_the_worked_element_marked():
-    from gradflow.tools.explore_view import brief
-
     a = np.random.default_rng(0).standard_normal((2, 3, 40, 50))
     shown = brief(a, (1, 2, 17, 33))
     heat = shown["heat"]
