@@ -2,10 +2,12 @@
 
 Each tests/program_<name>.py is a PyTorch program (`import torch`) in the idiom of a well-known teaching
 program: nanoGPT's model.py, train.py and sample.py; the GPT-2 reproduction lecture's train_gpt2.py;
-makemore with its six models, and its lectures' bigram counts and backprop by hand; ng-video-lecture's
-gpt.py and bigram.py; minGPT's model, trainer and adder; "The Annotated Transformer"; "Build a Large
-Language Model (From Scratch)"; PyTorch's word language model example; the tutorials' hand-written SGD
-step; "Dive into Deep Learning"'s linear and softmax regression from scratch. `program(name, lib)` reads
+makemore with its six models, and its lectures' bigram counts, backprop by hand, layers by hand with
+their histograms (part 3) and the WaveNet hierarchy (part 5); ng-video-lecture's gpt.py and bigram.py;
+minGPT's model, trainer and adder; "The Annotated Transformer"; "Build a Large Language Model (From
+Scratch)"; PyTorch's word language model example (main.py with LSTM, GRU, RNN or a Transformer, the model
+saved whole, and generate.py); llama2.c's pretokenize, train.py, model.bin export and sample.py; the
+tutorials' hand-written SGD step; "Dive into Deep Learning"'s linear and softmax regression from scratch. `program(name, lib)` reads
 its source and,
 for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
 `import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
@@ -357,6 +359,38 @@ def test_makemore_notebooks_match_pytorch(torch, names_file):
     np.testing.assert_allclose(ud, reference_ud, atol=1e-3, err_msg="update to weight ratios")
     for split in ("train", "val"):
         close(ours.split_loss(parameters, split), theirs.split_loss(reference, split), split, rtol=1e-4)
+
+
+# --- makemore's lectures on activations (part 3) and WaveNet (part 5): layers by hand, histograms ------
+
+
+def test_makemore_layers_runs_whole_and_learns(names_file):
+    p = program("makemore_layers", "gradflow", True)
+    assert np.mean(p.lossi3[-5:]) < np.mean(p.lossi3[:5]) and np.mean(p.lossi5[-10:]) < np.mean(p.lossi5[:10]) - 0.05
+    for hy, hx, saturated in (s for s in p.stats if isinstance(s, tuple)):  # densities: they integrate to 1
+        assert len(hy) == 100 and len(hx) == 101 and 0 <= saturated <= 100
+        assert np.sum(np.array(hy) * np.diff(hx)) == pytest.approx(1.0, rel=1e-5)
+    # one example at a time, each (1, vocab) row assigned into logits[i], is the batch's logits (eval mode)
+    np.testing.assert_allclose(np.array(p.logits.detach()), np.array(p.batched), rtol=1e-5, atol=1e-6)
+    assert len(p.names) == 5 and all(n.endswith(".") or len(n) == 21 for n in p.names)
+
+
+def test_makemore_layers_matches_pytorch(torch, names_file):
+    """From the lecture's seeds, PyTorch's numbers: losses, histograms, ratios, the rows, the names."""
+    ours, theirs = program("makemore_layers", "gradflow", True), program("makemore_layers", torch, True)
+    close(ours.lossi3, theirs.lossi3, "part 3: log10 of the loss, step by step", rtol=1e-5)
+    close(ours.lossi5, theirs.lossi5, "part 5: log10 of the loss, step by step", rtol=1e-5)
+    for a, b in zip(ours.stats, theirs.stats):
+        if isinstance(a, tuple):  # histogram counts can move by an element at a bin's edge: densities to 1e-3
+            span = b[1][-1] - b[1][0]  # an edge near 0 is a difference of two float32 numbers: to the span's rounding
+            np.testing.assert_allclose(a[1], b[1], rtol=1e-5, atol=1e-6 * span, err_msg="histogram bin edges")
+            np.testing.assert_allclose(a[0], b[0], rtol=1e-3, atol=1e-3 * max(b[0]), err_msg="histogram densities")
+            assert a[2] == b[2], "saturated tanh units"
+        else:
+            close(a, b, "a weight's gradient to data ratio", rtol=1e-4)
+    close(np.array(ours.logits.detach()), theirs.logits.detach().numpy(), "logits[i] = model(Xtr[[7+i]])", rtol=1e-4)
+    close(list(ours.losses.values()), list(theirs.losses.values()), "split losses", rtol=1e-5)
+    assert ours.names == theirs.names
 
 
 # --- "Build a Large Language Model (From Scratch)": masks filled in place, config dicts, DataLoaders ----
