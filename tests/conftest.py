@@ -3,8 +3,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from helpers import CORPUS, train
 
 import gradflow as gf
+from gradflow.training.distributed import MPIUnavailable, mpiexec
 
 # These modules run every test once per tier of kernels (gradflow/engine/kernels.py): the fast kernels a
 # model trains with, and the plain ops a learner reads. Other modules run in the tier in use: the
@@ -57,6 +59,35 @@ def float64():
         yield
     finally:
         gf.set_default_dtype(np.float32)
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A small text file to train on (helpers.CORPUS)."""
+    path = tmp_path / "tiny.txt"
+    path.write_text(CORPUS)
+    return path
+
+
+@pytest.fixture
+def checkpoint(tmp_path, data, capsys):
+    """The ckpt.npz of a one-step `gradflow train` run."""
+    out = tmp_path / "run"
+    assert train(out, data, "--max-iters", "1", "--eval-interval", "1") == 0
+    capsys.readouterr()
+    return out / "ckpt.npz"
+
+
+@pytest.fixture(scope="module")
+def mpi():
+    """The start of a command running two ranks: [mpiexec, -n, 2]; skipped where MPI is missing, a failure
+    when GRADFLOW_REQUIRE_MPI=1 (CI sets it)."""
+    try:
+        return [mpiexec(), "-n", "2"]
+    except MPIUnavailable:
+        if os.environ.get("GRADFLOW_REQUIRE_MPI") == "1":
+            raise
+        pytest.skip("MPI is not installed (pip install mpi4py mpich)")
 
 
 def pytest_terminal_summary(terminalreporter):

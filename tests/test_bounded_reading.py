@@ -15,8 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
-import test_safe_runs
-from test_safe_runs import error_line, rewrite
+from helpers import error_line, rewrite
 
 import gradflow as gf
 from gradflow import nn
@@ -26,8 +25,6 @@ from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.hf import write_hf
 from gradflow.models.llama import Llama, LlamaConfig
 from gradflow.training.checkpoint import save_checkpoint
-
-checkpoint, data = test_safe_runs.checkpoint, test_safe_runs.data  # fixtures: a one-step run's ckpt.npz, its text
 
 
 def write_npz(path, arrays, meta_parts, meta_size):

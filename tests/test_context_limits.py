@@ -8,15 +8,12 @@ past the context slides a window (gradflow/inference/generate.py).
 import io
 
 import pytest
-import test_safe_runs
 
 import gradflow as gf
 from gradflow.cli import generate as generate_command
 from gradflow.cli import main
 from gradflow.inference import generate
 from gradflow.models.gpt import GPT, GPTConfig
-
-checkpoint, data = test_safe_runs.checkpoint, test_safe_runs.data  # fixtures: a one-step run's ckpt.npz, its text
 
 
 def test_generate_warns_how_many_tokens_a_long_prompt_drops_and_reads_the_rest():

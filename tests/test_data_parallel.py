@@ -5,8 +5,8 @@ tests/test_distributed.py runs the same math over MPI ranks.
 
 import numpy as np
 import pytest
-from test_train import TRAIN, VAL
-from test_train import model as dropout_model
+from helpers import TRAIN, VAL
+from helpers import model as dropout_model
 
 import gradflow as gf
 from gradflow.engine.rng import get_rng_state

@@ -10,36 +10,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_train import TOK, TRAIN, VAL, model
+from helpers import TRAIN, VAL, batch, batch_losses, frozen_model, model, train_line, wait_for_steps
 
 import gradflow as gf
 from gradflow.cli import main
-from gradflow.text import get_batch
 from gradflow.training import TrainConfig, Trainer
 from gradflow.training.checkpoint import load_checkpoint
-from gradflow.training.distributed import MPIUnavailable, mpiexec
 
 TESTS = str(Path(__file__).resolve().parent)
-TINY = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "3"]
-TINY += ["--eval-iters", "1", "--sample-tokens", "0"]
 TEXT = "to be or not to be, that is the question. " * 20
 OTHER_TEXT = "that is the question, to be or not to be. " * 20  # the same characters, other token ids
-
-
-@pytest.fixture(scope="module")
-def mpi():
-    """The start of a command running two ranks: [mpiexec, -n, 2]."""
-    try:
-        return [mpiexec(), "-n", "2"]
-    except MPIUnavailable:
-        if os.environ.get("GRADFLOW_REQUIRE_MPI") == "1":
-            raise
-        pytest.skip("MPI is not installed (pip install mpi4py mpich)")
 
 
 def run(command, cwd, timeout=120, **kw):
@@ -58,38 +42,12 @@ def gradflow_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("gradflow")]
 
 
-def batch(rows=5, seed=0):
-    return get_batch(TRAIN, rows, 16, np.random.default_rng(seed))
-
-
-class Frozen(gf.nn.Module):
-    """An embedding and a head, a frozen matrix, and a parameter no shard uses."""
-
-    def __init__(self, vocab_size):
-        super().__init__()
-        self.embed = gf.nn.Embedding(vocab_size, 8)
-        self.head = gf.nn.Linear(8, vocab_size)
-        self.frozen = gf.nn.Parameter(np.ones((8, 8), np.float32))
-        self.frozen.requires_grad = False
-        self.unused = gf.nn.Parameter(np.zeros(3, np.float32))
-
-    def forward(self, x, y):
-        logits = self.head(self.embed(x) @ self.frozen)
-        return logits, gf.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-
-
-def frozen_model():
-    gf.manual_seed(0)
-    return Frozen(TOK.vocab_size)
-
-
 # --- the gradient and the steps ------------------------------------------------------------------------------
 
 STEPS = """
 import numpy as np
 import gradflow as gf
-from test_distributed import batch, frozen_model
-from test_train import model
+from helpers import batch, frozen_model, model
 from gradflow.training.distributed import Distributed, world
 
 comm = world()
@@ -183,22 +141,6 @@ def test_frozen_and_unused_parameters_get_no_gradient_and_an_idle_rank_adds_noth
 # --- the command line ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def data(tmp_path):
-    path = tmp_path / "tiny.txt"
-    path.write_text(TEXT)
-    return path
-
-
-def train_line(data, out, *flags):
-    return ["train", "--data", str(data), *TINY, "--out-dir", str(out), *flags]
-
-
-def batch_losses(out_dir):
-    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
-    return [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
-
-
 def test_processes_2_starts_mpiexec_and_follows_the_one_process_run(mpi, tmp_path, data, capsys):
     flags = ["--max-iters", "12", "--eval-interval", "6"]
     assert main(train_line(data, tmp_path / "one", *flags)) == 0
@@ -274,7 +216,7 @@ REFUSED = """
 import json
 from mpi4py import MPI
 from gradflow.cli import main
-from test_train import TRAIN, VAL, model
+from helpers import TRAIN, VAL, model
 from gradflow.training import TrainConfig, Trainer
 from gradflow.training.distributed import RankError
 
@@ -308,16 +250,6 @@ def test_ranks_that_do_not_start_alike_are_refused_in_one_line(mpi, tmp_path):
         "gradflow train: processes=3 but mpiexec started 2 ranks",
     ]
     assert not any((tmp_path / d / "ckpt.npz").exists() for d in "abc")
-
-
-def wait_for_steps(out_dir, steps, timeout=60):
-    """Until rank 0 has logged `steps` training steps (so every rank's Ctrl-C handler is in place)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (out_dir / "metrics.jsonl").exists() and len(batch_losses(out_dir)) >= steps:
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{out_dir}: fewer than {steps} steps in {timeout} s")
 
 
 def stopped_and_saved(job, out_dir):

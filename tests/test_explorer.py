@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import views
 
 import gradflow as gf
 from gradflow.cli import explore as explore_command
@@ -17,17 +18,6 @@ from gradflow.models.toy import ToyModel
 from gradflow.nn import functional as F
 from gradflow.tools import explore_page
 from gradflow.tools.explore import explore
-
-
-def views(page):
-    """Every view's JSON in the page, in order, each tensor with its numbers (written once per page)."""
-    found = dict(re.findall(r'<script type="application/json" id="gf-(\S+?)">(.*?)</script>', page.html, re.S))
-    parsed = {key: json.loads(text.replace("<\\/", "</")) for key, text in found.items()}
-    result = [parsed[f"view-{i}"] for i in range(sum(k.startswith("view-") for k in parsed))]
-    for v in result:
-        for nid, node in v["nodes"].items():
-            node.update(parsed.get(f"numbers-{nid}", {}))
-    return result
 
 
 def nodes_named(page, name):

@@ -14,7 +14,7 @@ from importlib.metadata import version
 
 import numpy as np
 import pytest
-from test_fast_kernels import _heads  # heads as the models make them: transposed views
+from helpers import heads  # heads as the models make them: transposed views
 
 import gradflow as gf
 from gradflow import fast
@@ -107,8 +107,8 @@ def _attention_shapes(rng):
     row_at_minus_inf = np.zeros((4, 6))
     row_at_minus_inf[2] = -np.inf
     return {
-        "attention causal (12, 4, 64, 32)": (causal, [_heads(12, 64, 4, 32, rng) for _ in range(3)]),
-        "attention causal, 300 positions": (causal, [_heads(1, 300, 2, 16, rng) for _ in range(3)]),
+        "attention causal (12, 4, 64, 32)": (causal, [heads(12, 64, 4, 32, rng) for _ in range(3)]),
+        "attention causal, 300 positions": (causal, [heads(1, 300, 2, 16, rng) for _ in range(3)]),
         "attention decoding, 3 queries over 10 keys": (
             causal,
             [rng.standard_normal((2, 3, 3, 8)), rng.standard_normal((2, 3, 10, 8)), rng.standard_normal((2, 3, 10, 8))],
@@ -119,7 +119,7 @@ def _attention_shapes(rng):
         ),
         "attention padding mask": (
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=gf.nn.padding_mask([5, 3], 5), causal=True),
-            [_heads(2, 5, 2, 8, rng) for _ in range(3)],
+            [heads(2, 5, 2, 8, rng) for _ in range(3)],
         ),
         "attention float bias with a row at -inf": (
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=gf.tensor(row_at_minus_inf)),

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import heads
 
 import gradflow as gf
 from gradflow import fast
@@ -48,11 +49,6 @@ def test_the_table_runs_every_fast_kernel():
     assert {k for k in fast.REPLACES.values() if isinstance(k, type)} <= used  # the ops' kernels (not Adam's step)
 
 
-def _heads(b, t, h, hs, rng):
-    """(B, h, T, hs) as the models make them: a transposed view of (B, T, h * hs)."""
-    return rng.standard_normal((b, t, h, hs)).transpose(0, 2, 1, 3)
-
-
 def _model_shapes():
     """The shapes of the baby GPT (batch 12, context 64, width 128, 4 heads, vocabulary 65) and of
     the Llama-style models' grouped-query heads, decoding with a cache, and a long context."""
@@ -66,8 +62,8 @@ def _model_shapes():
             [rng.standard_normal((12, 64, 128)), 1 + 0.1 * rng.standard_normal(128)],
         ),
         "embedding (12, 64) of 65": (lambda w: F.embedding(ids, w), [rng.standard_normal((65, 128))]),
-        "attention causal (12, 4, 64, 32)": (causal, [_heads(12, 64, 4, 32, rng) for _ in range(3)]),
-        "attention causal, 300 positions": (causal, [_heads(1, 300, 2, 16, rng) for _ in range(3)]),
+        "attention causal (12, 4, 64, 32)": (causal, [heads(12, 64, 4, 32, rng) for _ in range(3)]),
+        "attention causal, 300 positions": (causal, [heads(1, 300, 2, 16, rng) for _ in range(3)]),
         "attention grouped-query heads": (
             causal,
             [
@@ -82,7 +78,7 @@ def _model_shapes():
         ),
         "attention padding mask": (
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=gf.nn.padding_mask([5, 3], 5), causal=True),
-            [_heads(2, 5, 2, 8, rng) for _ in range(3)],
+            [heads(2, 5, 2, 8, rng) for _ in range(3)],
         ),
     }
 

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from helpers import all_ops
 
 import gradflow as gf
-from gradflow.engine.autograd import Function, topological_order
+from gradflow.engine.autograd import topological_order
 from gradflow.tools.gradcheck_table import CASES
 
 # Every differentiable name of the public API (docs/engine.md, "What is in the engine") must have a row in the table.
@@ -36,17 +37,6 @@ def test_float32_stays_float32(case):
         assert x.grad is not None and x.grad.dtype == np.float32 and x.grad.shape == x.shape
 
 
-def _all_ops():
-    found, stack = set(), [Function]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            stack.append(sub)
-            concrete = not sub.__name__.startswith("_")  # _Extreme is the shared base of Max and Min
-            if sub.__module__.startswith("gradflow.") and concrete and sub.forward is not Function.forward:
-                found.add(sub)
-    return found
-
-
 def test_every_op_is_in_the_table():
     """Every op of both tiers: the plain ops, and the fast kernels that replace some of them."""
     used = set()
@@ -56,9 +46,9 @@ def test_every_op_is_in_the_table():
                 y = case.fn(*case.inputs())
                 used |= {type(node) for node in topological_order(y.grad_fn)}
     # (an op whose subclass ran counts: fast/compiled_norm.py's LayerNorm runs fast/norm.py's where numba is absent)
-    missing = sorted(op.__name__ for op in _all_ops() if not any(issubclass(u, op) for u in used))
+    missing = sorted(op.__name__ for op in all_ops() if not any(issubclass(u, op) for u in used))
     assert not missing, f"ops without a gradcheck row in gradflow/tools/gradcheck_table.py: {missing}"
-    assert len(_all_ops()) >= 40
+    assert len(all_ops()) >= 40
 
 
 def test_every_public_name_is_in_the_table():

@@ -10,25 +10,13 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import both
 
 import gradflow as gf
 from gradflow import nn
 from gradflow.nn import Parameter
 from gradflow.nn import functional as F
 from gradflow.optim import lr_scheduler
-
-
-def both(torch, ours, theirs, *arrays, rtol=1e-10):
-    """Values and input gradients of one idiom in gradflow and in PyTorch (float64, random cotangent)."""
-    xs = [gf.tensor(a, requires_grad=True) for a in arrays]
-    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
-    y, z = ours(*xs), theirs(*ts)
-    u = np.random.default_rng(2).standard_normal(y.shape)
-    y.backward(u)
-    z.backward(torch.tensor(u))
-    np.testing.assert_allclose(y.data, z.detach().numpy(), rtol=rtol, atol=1e-12)
-    for x, t in zip(xs, ts):
-        np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=rtol, atol=1e-12)
 
 
 def leaf(a):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_distributed import batch_losses, data, mpi, train_line, wait_for_steps  # noqa: F401 - fixtures
+from helpers import batch_losses, train_line, wait_for_steps
 
 import gradflow as gf
 from gradflow.cli import main

@@ -4,12 +4,9 @@ bytes that are not UTF-8, and tolerances that cannot mean anything for `gradflow
 import json
 
 import pytest
-import test_safe_runs
-from test_safe_runs import error_line, steps_logged, train
+from helpers import error_line, steps_logged, train
 
 from gradflow.cli import main
-
-data = test_safe_runs.data  # fixture: the text a run trains on
 
 
 def test_resume_of_a_lone_checkpoint_with_no_steps_left_works(tmp_path, data, capsys):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_safe_runs import TINY, error_line
+from helpers import TINY, error_line
 
 from gradflow.cli import main
 from gradflow.exercises import EXERCISES, workspace

@@ -14,40 +14,13 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import TINY, error_line, rewrite, steps_logged, train
 
 import gradflow as gf
 from gradflow.cli import main
 from gradflow.training.checkpoint import load_checkpoint, save_checkpoint
 from gradflow.training.data_parallel import WorkerError
 from gradflow.training.distributed import MPIUnavailable, RankError
-
-TINY = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2"]
-TINY += ["--eval-iters", "1", "--sample-tokens", "0"]
-
-
-@pytest.fixture
-def data(tmp_path):
-    path = tmp_path / "tiny.txt"
-    path.write_text("to be or not to be, that is the question. " * 20)
-    return path
-
-
-def train(out, data, *flags):
-    return main(["train", "--data", str(data), *TINY, "--out-dir", str(out), *flags])
-
-
-def error_line(capsys):
-    """The one line a failure printed: the last of stderr, and the only one naming gradflow (above it, progress)."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if line.startswith("gradflow")]
-    assert len(lines) == 1 and err.strip().endswith(lines[0]), err
-    assert "Warning" not in err  # numpy's wording never reaches the user
-    return lines[0]
-
-
-def steps_logged(out):
-    return [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-
 
 # --- where a run reads and writes -----------------------------------------------------------------
 
@@ -190,28 +163,6 @@ def test_a_checkpoint_with_non_finite_weights_is_never_written_nor_resumed(tmp_p
 
 
 # --- files are validated before use ------------------------------------------------------------------
-
-
-def rewrite(path, change_arrays=None, change_meta=None):
-    """Edit a checkpoint as an attacker or a broken disk would: arrays and description, no checks."""
-    with np.load(path) as f:
-        arrays = {k: f[k] for k in f.files}
-    meta = json.loads(arrays["__meta__"].tobytes())
-    if change_arrays:
-        change_arrays(arrays)
-    if change_meta:
-        change_meta(meta)
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
-
-
-@pytest.fixture
-def checkpoint(tmp_path, data, capsys):
-    out = tmp_path / "run"
-    assert train(out, data, "--max-iters", "1", "--eval-interval", "1") == 0
-    capsys.readouterr()
-    return out / "ckpt.npz"
 
 
 @pytest.mark.parametrize("dtype", [bool, np.int64, np.complex64, str])

@@ -2,7 +2,7 @@
 them again once it is quiet, and the same numbers either way."""
 
 import numpy as np
-from test_train import TRAIN, VAL, batch_losses, config, model
+from helpers import TRAIN, VAL, batch_losses, config, model
 
 from gradflow.engine.threads import blas_threads, limit_blas_threads
 from gradflow.training.shared_cores import SharedCores

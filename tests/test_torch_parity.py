@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from test_idioms_nn import both
+from helpers import both
 
 import gradflow as gf
 from gradflow.nn import Parameter

@@ -1,7 +1,6 @@
 """The trainer: learning, exact resume, atomic and safe checkpoints, Ctrl-C, metrics and the loss picture."""
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -10,36 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TOK, TRAIN, VAL, batch_losses, config, model, records
 
 import gradflow as gf
 from gradflow.models.gpt import GPT, GPTConfig
-from gradflow.text import CharTokenizer, split
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from gradflow.training.hooks import Hook
-from gradflow.training.trainer import TrainConfig, Trainer
-
-TEXT = "the cat sat on the mat. the dog sat on the log. " * 40
-TOK = CharTokenizer(TEXT)
-TRAIN, VAL = split(TOK.encode(TEXT))
-
-
-def model(seed=0, dropout=0.1):
-    gf.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=TOK.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=dropout))
-
-
-def config(out_dir, **kw):
-    base = dict(max_iters=40, batch_size=4, block_size=16, warmup_iters=5, eval_interval=10, eval_iters=2)
-    return TrainConfig(out_dir=str(out_dir), **{**base, **kw})
-
-
-def records(out_dir):
-    return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def batch_losses(out_dir):
-    records_ = records(out_dir)
-    return [(r["step"], r["loss"]) for r in records_ if "loss" in r]
+from gradflow.training.trainer import Trainer
 
 
 def test_training_lowers_the_loss(tmp_path):
@@ -176,7 +152,7 @@ FAST_UNLESS_CHOSEN = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import gradflow as gf
-from test_train import TRAIN, VAL, config, model
+from helpers import TRAIN, VAL, config, model
 from gradflow.training.trainer import Trainer
 
 seen = set()
