@@ -14,6 +14,7 @@ import ast
 import importlib
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,12 @@ def test_the_compatibility_surface_holds_only_pytorchs_paths(module, path):
     theirs = torch_has("torch" + module.removeprefix("gradflow"))
     stray = [name for name in public_names(path) if not theirs(name) and not hasattr(torch, name)]
     assert not stray, f"{path} defines {stray}, which PyTorch has neither at {module} nor at its top level"
+
+
+def test_no_test_file_imports_another():
+    """What test files share lives in tests/helpers.py (and its fixtures in conftest.py), also for the
+    scripts a test writes out for mpiexec or a subprocess."""
+    importing = re.compile(r"^\s*(?:from|import)\s+(test_\w+)", re.M)
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        found = importing.findall(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.name} imports {found[0]}: what test files share belongs in tests/helpers.py"
