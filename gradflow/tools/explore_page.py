@@ -8,6 +8,7 @@ block, parsed only when the view is opened, so a large model's page opens as fas
 
 import html
 import json
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -17,6 +18,9 @@ from gradflow.tools.graph import KINDS, MODULE, OP, layout_program
 ASSETS = Path(__file__).parent / "explorer"
 FONT = 14  # points of a node's name, one SVG unit each: at zoom 1 it is 14 px on screen
 SMALL = FONT - 1  # a tensor's shape and an op's constants: at the page's least zoom (0.86) still 11 px
+# A drawing taller than this (SVG units, px at zoom 1) is laid out in columns, at most MOST_COLUMNS, if
+# they stay narrower than WIDEST: at the page's least zoom a laptop's 1366x768 shows about 700 x 650
+TALLEST, MOST_COLUMNS, WIDEST = 700, 3, 1200
 INSTALL = "install Graphviz (apt-get install graphviz, brew install graphviz, or pip install graphviz-pure)"
 
 
@@ -32,15 +36,32 @@ def _tensor_label(info):
     return f"<<b>{html.escape(info['title'])}</b><br/>{small}>"
 
 
-def _dot_text(index, view):
-    """One view as a DOT graph: node and edge ids are the page's, so a click finds its details."""
+def _columns(view, k):
+    """Each node's column when a tall view is drawn in k columns side by side: the ops in data-flow order
+    cut into k runs, a tensor in the column of the op that makes it (else of its first reader)."""
+    units = view["steps"]
+    column = {u: n * k // len(units) for n, u in enumerate(units)}
+    for _, tail, head in view["edges"]:
+        if tail in column:
+            column.setdefault(head, column[tail])
+    for _, tail, head in view["edges"]:
+        if head in column:
+            column[tail] = min(column.get(tail, k), column[head])
+    return column
+
+
+def _dot_text(index, view, k=1):
+    """One view as a DOT graph: node and edge ids are the page's, so a click finds its details. k > 1:
+    in k columns, read top to bottom and then the next (an arrow into a later column does not rank it)."""
+    column = _columns(view, k) if k > 1 and view["steps"] else {}
     lines = [
         f"digraph view{index} {{",
         '  graph [rankdir=TB fontname="Helvetica" nodesep=0.25 ranksep=0.3 bgcolor="transparent"]',
         f'  node [fontname="Helvetica" fontsize={FONT} style=filled]',
         "  edge [arrowsize=0.7 penwidth=1.2]",
     ]
-    for nid, info in view["nodes"].items():
+    # (dot places the columns right to left in the order their nodes are written: the last column first)
+    for nid, info in sorted(view["nodes"].items(), key=lambda item: -column.get(item[0], 0)):
         if info["kind"] == "tensor":
             attrs = (
                 f'label={_tensor_label(info)} shape=box style="rounded,filled" fillcolor="{KINDS[info["tkind"]][0]}"'
@@ -53,7 +74,8 @@ def _dot_text(index, view):
             attrs = f'label={label} shape=box3d fillcolor="{MODULE}"'
         lines.append(f'  {nid} [id="{nid}" {attrs}]')
     for eid, tail, head in view["edges"]:
-        lines.append(f'  {tail} -> {head} [id="{eid}"]')
+        free = " constraint=false" if column.get(tail, 0) != column.get(head, 0) else ""
+        lines.append(f'  {tail} -> {head} [id="{eid}"{free}]')
     lines.append("}")
     return "\n".join(lines)
 
@@ -63,21 +85,41 @@ def _clean_svg(svg):
     return re.sub(r"<!--.*?-->\n?|<title>.*?</title>\n?", "", svg[svg.index("<svg") :], flags=re.S).strip()
 
 
+def _size(svg):
+    """(width, height) of a drawing, from its viewBox."""
+    return [float(v) for v in re.search(r'viewBox="([^"]*)"', svg).group(1).split()[2:]]
+
+
 def lay_out(views):
-    """The SVG of each view, laid out by Graphviz's dot in one run."""
+    """The SVG of each view, laid out by Graphviz's dot in one run; a view too tall to read whole on a
+    laptop's screen and narrow enough is laid out again in columns (_dot_text)."""
+    svgs = _run_dot([_dot_text(i, v) for i, v in enumerate(views)], len(views))
+    tall = {}
+    for i, svg in enumerate(svgs):
+        width, height = _size(svg)
+        k = min(math.ceil(height / TALLEST), MOST_COLUMNS)
+        if k > 1 and width * k < WIDEST:
+            tall[i] = _dot_text(i, views[i], k)
+    for i, svg in zip(tall, _run_dot(list(tall.values()), len(tall)) if tall else []):
+        svgs[i] = svg
+    return svgs
+
+
+def _run_dot(sources, count):
+    """Graphviz's dot on several DOT graphs at once: one cleaned SVG each."""
     try:
         program = layout_program()
     except RuntimeError:
         raise OSError(f"explore: laying out the graph needs Graphviz's `dot`, which was not found: {INSTALL}") from None
-    source = "\n".join(_dot_text(i, v) for i, v in enumerate(views))
+    source = "\n".join(sources)
     done = subprocess.run([program, "-Tsvg"], input=source.encode("utf-8"), capture_output=True)
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip()
         raise OSError(f"explore: {Path(program).name} could not lay out the graph: {message}")
     svgs = done.stdout.decode("utf-8").split("<?xml")
     svgs = [s for s in svgs if "<svg" in s]
-    if len(svgs) != len(views):
-        raise OSError(f"explore: {Path(program).name} wrote {len(svgs)} drawings for {len(views)} views")
+    if len(svgs) != count:
+        raise OSError(f"explore: {Path(program).name} wrote {len(svgs)} drawings for {count} views")
     return [_clean_svg(s) for s in svgs]
 
 
