@@ -43,6 +43,7 @@ def kind_of(mode):
 
 
 def refusal(path, kind):
+    """The one-line refusal of `path`, which is `kind` ("a FIFO")."""
     return NotAFile(f"{path} is {kind}, not a regular file; gradflow reads and writes only regular files there")
 
 
@@ -51,7 +52,8 @@ def open_regular(path, mode="r", follow=False):
 
     A symbolic link at `path` is refused unless `follow` (reading a file the user linked is fine;
     writing through a link never is), and so is anything that is not a regular file. "w" does not
-    truncate: the caller truncates once it knows the file is a regular one (truncate()).
+    truncate: `opened` truncates once fstat has said the file is a regular one (O_TRUNC would empty
+    whatever it opened first).
     """
     flags = MODES[mode] | NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else NOFOLLOW)
     try:
