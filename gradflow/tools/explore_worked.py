@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from gradflow.tools.explore_worked_fused import FUSED
-from gradflow.tools.explore_worked_terms import COPY, Case, linear, local
+from gradflow.tools.explore_worked_terms import COPY, Case, at, linear, local, number
 
 
 def _sigmoid(x):
@@ -49,6 +49,34 @@ def _gelu_erf(x):
     return cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
 
 
+def _first(says, rule):
+    """rule, its lines after one that gives the intermediate numbers at x_e: says(x_e) -> text."""
+
+    def worked(case, j, e):
+        lines, value = rule(case, j, e)
+        x = float(case.xs[0][e])
+        return [f"{case.names[0]}{at(e)} = {number(x)}: {says(x)}"] + lines, value
+
+    return worked
+
+
+def _gelu_numbers(x):
+    u = GELU_C * (x + GELU_A * x**3)
+    return f"u = c (x + a x^3) = {number(u)}, tanh(u) = {number(math.tanh(u))}, h = {number((1 + math.tanh(u)) / 2)}"
+
+
+GELU_RULE = "(h + x (1 - tanh(u)^2) / 2 * c (1 + 3 a x^2))"  # dy/dx, the docstring's names
+
+
+def _silu_numbers(x):
+    return f"s = sigmoid(x) = {number(_sigmoid(x))}"
+
+
+def _gelu_erf_numbers(x):
+    cdf, pdf = (1 + math.erf(x / math.sqrt(2))) / 2, math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    return f"Phi(x) = {number(cdf)}, phi(x) = exp(-x^2 / 2) / sqrt(2 pi) = {number(pdf)}"
+
+
 def _clip(case):
     lo, hi = case.params.get("lo"), case.params.get("hi")
     return lambda xs, y, j: (xs[0] >= (-np.inf if lo is None else lo)) & (xs[0] <= (np.inf if hi is None else hi))
@@ -71,9 +99,9 @@ LOCAL = {
     "cos": local("-sin({x})", lambda xs, y, j: -np.sin(xs[0])),
     "sigmoid": local("{y} (1 - {y})", lambda xs, y, j: y * (1 - y)),
     "relu": local("[{x} > 0]", lambda xs, y, j: (xs[0] > 0) * 1.0),
-    "gelu": local("h + x (1 - tanh(u)^2) / 2 * c (1 + 3 a x^2)", lambda xs, y, j: _gelu(xs[0])),
-    "gelu_erf": local("Phi(x) + x phi(x)", lambda xs, y, j: _gelu_erf(xs[0])),
-    "silu": local("s (1 + x (1 - s)), s = sigmoid(x)", lambda xs, y, j: _silu(xs[0])),
+    "gelu": _first(_gelu_numbers, local(GELU_RULE, lambda xs, y, j: _gelu(xs[0]))),
+    "gelu_erf": _first(_gelu_erf_numbers, local("(Phi(x) + x phi(x))", lambda xs, y, j: _gelu_erf(xs[0]))),
+    "silu": _first(_silu_numbers, local("s (1 + x (1 - s))", lambda xs, y, j: _silu(xs[0]))),
     "maximum": local(("[a > b] + [a = b] / 2", "[b > a] + [a = b] / 2"), _tie(lambda p, q: p > q)),
     "minimum": local(("[a < b] + [a = b] / 2", "[b < a] + [a = b] / 2"), _tie(lambda p, q: p < q)),
     "pow": local(("b a^(b-1)", "{y} log(a)"), lambda xs, y, j: _pow(xs, y, j)),
@@ -98,7 +126,7 @@ RULES = dict(LOCAL) | {
     "einsum": linear("the product of the other factors"),
     "mean": linear("1/n for the n numbers averaged"),
     "cumsum": linear(COPY),
-    "rope": linear("cos or ±sin of its angle (its pair turned by R)", "0"),
+    "rope": linear("cos or ±sin of its angle (its pair turned by R)"),
     **{
         name: linear(COPY)
         for name in "sum reshape permute expand cat stack flip roll pad copy cast index index_put gather embedding "
