@@ -243,14 +243,16 @@ def write_description(checkpoint, text):
         np.savez_compressed(f, **arrays)
 
 
-def test_the_crafted_60_kb_checkpoint_is_one_line_at_once(run):
+def test_the_crafted_60_kb_checkpoint_is_one_line_at_once(run, capsys):
     write_description(run / "ckpt.npz", '"' + '\\"' * 200_000)
     assert (run / "ckpt.npz").stat().st_size < 100_000
-    for command in (["generate", "--checkpoint", str(run), "--max-new-tokens", "1"], ["train", "--resume"]):
-        argv = [*GRADFLOW, *command, *(["--out-dir", str(run)] if command[0] == "train" else [])]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-        assert done.stderr.startswith(f"gradflow {command[0]}: checkpoint {run / 'ckpt.npz'}"), done.stderr
+    said = f"checkpoint {run / 'ckpt.npz'}: Unterminated string starting at: line 1 column 1 (char 0)"
+    argv = [*GRADFLOW, "generate", "--checkpoint", str(run), "--max-new-tokens", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)  # it took over 120 s
+    assert done.returncode == 2 and done.stderr.startswith(f"gradflow generate: {said}"), done.stderr
+    assert done.stderr.count("\n") == 1
+    assert main(["train", "--resume", "--out-dir", str(run)]) == 2
+    assert error_line(capsys).startswith(f"gradflow train: {said}")
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -310,7 +312,7 @@ def test_a_long_runs_curves_are_thinned_keeping_spikes_and_nan_named_by_line(run
     records = [{"step": s, "loss": 2.0, "lr": 1e-3} for s in range(1, 150_001)]
     records[77_776]["loss"] = 50.0  # a spike at step 77,777
     records[99]["loss"] = float("nan")
-    evals = [{"step": s, "train_loss": 2.0, "val_loss": 2.1} for s in range(0, 150_001, 10)]
+    evals = [{"step": s, "train_loss": 2.0, "val_loss": 2.1} for s in range(0, 150_001, 100)]
     evals[3]["val_loss"] = float("inf")
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*records, *evals]))
     page = run.parent / "page.html"
