@@ -30,7 +30,7 @@ class GPTConfig:
     n_head: int = 12
     n_embd: int = 768
     dropout: float = 0.0
-    bias: bool = True  # False: no bias in any Linear or LayerNorm, as nanoGPT's bias=False
+    bias: bool = True
     tie_weights: bool = True
     eps: float = 1e-5
 
@@ -40,9 +40,9 @@ class Block(nn.Module):
 
     def __init__(self, c, dtype=None):
         super().__init__()
-        self.attn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
+        self.attn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
         self.attn = nn.CausalSelfAttention(c.n_embd, c.n_head, bias=c.bias, dropout=c.dropout, dtype=dtype)
-        self.ffn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
+        self.ffn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
         self.ffn = nn.MLP(c.n_embd, 4 * c.n_embd, activation="gelu", bias=c.bias, dropout=c.dropout, dtype=dtype)
 
     def forward(self, x, cache=None, need_weights=False):

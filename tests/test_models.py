@@ -84,15 +84,6 @@ def test_names_follow_the_layer_structure():
     assert "layers.0.attn.o_proj.bias" not in dict(TINY["qwen-style"]().named_parameters())
 
 
-def test_gpt_without_bias_has_no_bias_anywhere_as_nanogpts():
-    """bias=False drops the biases of every Linear and every LayerNorm (the block's two and ln_f)."""
-    c = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, bias=False)
-    names = [name for name, _ in GPT(c).named_parameters()]
-    assert [name for name in names if name.endswith("bias")] == []
-    d = c.n_embd  # by hand: embeddings, per block 2 LayerNorm gains + 4 d^2 attention + 8 d^2 MLP, ln_f
-    assert GPT.count_parameters(c) == (c.vocab_size + c.block_size) * d + c.n_layer * (2 * d + 12 * d * d) + d
-
-
 def test_gpt_residual_projections_use_the_scaled_init():
     gf.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=8, n_head=4, n_embd=64))
