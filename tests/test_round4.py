@@ -194,9 +194,15 @@ def test_temporaries_of_a_killed_export_are_removed_and_nothing_else(run, capsys
     alive = run.parent / f".hf.{os.getppid()}.tmp"  # an export still running
     alive.mkdir()
     (alive / "config.json").write_text("{}")
+    models = run.parent / "models"  # a folder of the user's, and a link to it named as a killed export's
+    models.mkdir()
+    (models / "config.json").write_text("{}")
+    planted = run.parent / f".hf.{dead_pid()}.tmp"
+    planted.symlink_to(models)
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 0
     assert not killed.exists()
     assert (foreign / "notes.txt").read_text() == "mine" and (alive / "config.json").read_text() == "{}"
+    assert (models / "config.json").read_text() == "{}"
 
 
 # --- 3. JSON read in linear time, within a size and a depth ---------------------------------------------------

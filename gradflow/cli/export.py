@@ -196,11 +196,17 @@ def remove_dead_temporaries(out):
 
 def remove_export_files(folder):
     """Remove the files export writes (and their temporaries) from `folder`, then the folder if that
-    emptied it: never a subfolder, never a file of another name, never what a link points to."""
+    emptied it: never a subfolder, never a file of another name, never what a link points to (a link in
+    its place is removed itself: `.hf.4242.tmp -> ~/models` must not empty ~/models)."""
     try:
-        entries = list(os.scandir(folder))
-    except (FileNotFoundError, NotADirectoryError):
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
         return
+    if stat.S_ISLNK(mode):
+        os.unlink(folder)
+    if not stat.S_ISDIR(mode):
+        return
+    entries = list(os.scandir(folder))
     ours = EXPORTED | {MARKER}
     for entry in entries:
         temporary = re.fullmatch(r"\.(.+)\.\d+\.tmp", entry.name)
