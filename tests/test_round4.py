@@ -188,7 +188,8 @@ def test_temporaries_of_a_killed_export_are_removed_and_nothing_else(run, capsys
     killed.mkdir()
     (killed / "model.safetensors").write_bytes(b"half")
     (killed / ".config.json.123.tmp").write_text("{")
-    foreign = run.parent / f".hf.{pid + 1 if pid + 1 != os.getpid() else pid + 2}.tmp"  # not export's files
+    other, third = dead_pid(), dead_pid()  # each a fresh process id, none of them the same
+    foreign = run.parent / f".hf.{other}.tmp"  # not export's files
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     alive = run.parent / f".hf.{os.getppid()}.tmp"  # an export still running
@@ -197,7 +198,7 @@ def test_temporaries_of_a_killed_export_are_removed_and_nothing_else(run, capsys
     models = run.parent / "models"  # a folder of the user's, and a link to it named as a killed export's
     models.mkdir()
     (models / "config.json").write_text("{}")
-    planted = run.parent / f".hf.{dead_pid()}.tmp"
+    planted = run.parent / f".hf.{third}.tmp"
     planted.symlink_to(models)
     assert main(["export", "--checkpoint", str(run), "--to", "hf", str(out)]) == 0
     assert not killed.exists()
