@@ -145,11 +145,12 @@ def test_containers_numbers_and_tensors_load_by_default_in_their_types():
         "bytes": b"\x00\x01",
         "tensor": gf.tensor([[1.0, 2.0]], requires_grad=True),
         "ids": gf.tensor([1, 2]),
+        "shape and dtype": (gf.zeros(2, 3).shape, gf.zeros(1).dtype),  # torch.Size and torch.float32
     }
     back = gf.load(saved(obj))
     assert type(back["ordered"]) is collections.OrderedDict and back["tags"] == {"a", "b"}
     assert back[1.5] == complex(1, 2) and back["counts"] == {"a": 2, "b": 1} and back["bytes"] == b"\x00\x01"
-    assert back["frozen"] == frozenset({1})
+    assert back["frozen"] == frozenset({1}) and str(back["shape and dtype"]) == "(torch.Size([2, 3]), torch.float32)"
     assert back["tensor"].requires_grad and back["tensor"].dtype == np.float32 and back["ids"].dtype == np.int64
     np.testing.assert_array_equal(back["ordered"]["b"], np.arange(3))
 

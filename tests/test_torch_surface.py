@@ -91,7 +91,7 @@ def test_every_factory_takes_the_cpu_as_pytorch_does(call, name):
     if hasattr(theirs, "numpy"):
         assert_array_equal(as_array(ours), as_array(theirs))
     elif isinstance(theirs, torch.dtype):
-        assert str(ours) == str(theirs).removeprefix("torch.")
+        assert str(ours) == str(theirs)  # torch.int64, as PyTorch prints it
     else:
         assert ours == theirs
 
@@ -422,7 +422,7 @@ def test_default_collate_as_pytorchs():
     assert len(ours) == len(theirs)
     for a, b in zip(ours[:4], theirs[:4]):
         assert_array_equal(as_array(a), as_array(b))
-        assert str(a.dtype) == str(b.dtype).removeprefix("torch.")
+        assert str(a.dtype) == str(b.dtype)
     assert_array_equal(ours[4]["k"].numpy(), theirs[4]["k"].numpy())
 
 

@@ -2,8 +2,9 @@
 
 Python numbers and lists become tensors of the default dtype (float32 unless changed); a numpy
 array keeps its own dtype, as `torch.tensor` does. Gradients are only defined for float32 and
-float64; integer tensors hold token ids and bool tensors masks. The names are numpy dtypes, so
-`gf.zeros(3, dtype=gf.long)` and `np.zeros(3, dtype=gf.long)` mean the same; gradflow exports
+float64; integer tensors hold token ids and bool tensors masks. The names are DTypes, which print as
+PyTorch's (torch.int64) and which numpy reads as their np.dtype, so `gf.zeros(3, dtype=gf.long)` and
+`np.zeros(3, dtype=gf.long)` mean the same, and a tensor's `x.dtype` is one too; gradflow exports
 PyTorch's aliases of them too (gf.float is float32, gf.double float64, gf.long int64, gf.int int32).
 `finfo` and `iinfo` are numpy's (torch.finfo(torch.float32).min reads the same).
 float16 (gf.half) and bfloat16 are names only, so that a program that picks its dtype by name
@@ -16,15 +17,79 @@ give other numbers than PyTorch's without a word. An op's result keeps its input
 
 import numpy as np
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int32 = np.dtype(np.int32)
-int64 = np.dtype(np.int64)
-int16 = np.dtype(np.int16)
-int8 = np.dtype(np.int8)
-uint8 = np.dtype(np.uint8)  # PyTorch's byte masks: torch.triu(...).type(torch.uint8) == 0
-bool_ = np.dtype(np.bool_)
-float16 = np.dtype(np.float16)  # a name only: see this file's docstring
+
+class DType:
+    """A dtype as PyTorch names it, torch.float32, and as numpy reads it: the np.dtype in `.dtype`.
+
+    numpy takes any object with a `.dtype` as that dtype (`np.zeros(3, dtype=gf.long)`,
+    `a.astype(x.dtype)`, `np.dtype(x.dtype)`); it compares equal to the np.dtype, the numpy scalar type
+    and the other DType of the same kind, hashes as the np.dtype does (a dict keyed by either finds it),
+    and reads numpy's attributes through (`x.dtype.kind`, `.itemsize`, `.name`), with PyTorch's
+    `is_floating_point` and `is_signed` beside them. It prints as PyTorch prints it, `torch.float32`;
+    inside an f-string it reads `float32`, the form gradflow's messages use (as a torch.Size reads (5, 27)
+    there: engine/shape.py).
+    """
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+
+    def __repr__(self):
+        return f"torch.{_TORCH_NAMES.get(self.dtype.name, self.dtype.name)}"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        return format(self.dtype.name, spec)
+
+    def __eq__(self, other):
+        if isinstance(other, (DType, np.dtype)) or (isinstance(other, type) and issubclass(other, np.generic)):
+            return self.dtype == np.dtype(other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.dtype)
+
+    def __getattr__(self, name):
+        return getattr(self.dtype, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{self!r} is a dtype: it cannot be changed")
+
+    def __reduce__(self):
+        return DType, (self.dtype.name,)
+
+    @property
+    def is_floating_point(self):
+        return self.dtype.kind == "f"
+
+    @property
+    def is_signed(self):
+        return self.dtype.kind in "if"
+
+
+_TORCH_NAMES = {"bool": "bool", "float16": "float16"}  # numpy's names are PyTorch's, bool_ aside
+_KNOWN = {}
+
+
+def torch_dtype(dtype):
+    """The DType of np.dtype `dtype`, made once per dtype (Tensor.dtype asks at every read)."""
+    known = _KNOWN.get(dtype)
+    if known is None:
+        known = _KNOWN[dtype] = DType(dtype)
+    return known
+
+
+float32 = torch_dtype(np.dtype(np.float32))
+float64 = torch_dtype(np.dtype(np.float64))
+int32 = torch_dtype(np.dtype(np.int32))
+int64 = torch_dtype(np.dtype(np.int64))
+int16 = torch_dtype(np.dtype(np.int16))
+int8 = torch_dtype(np.dtype(np.int8))
+uint8 = torch_dtype(np.dtype(np.uint8))  # PyTorch's byte masks: torch.triu(...).type(torch.uint8) == 0
+bool_ = torch_dtype(np.dtype(np.bool_))
+float16 = torch_dtype(np.dtype(np.float16))  # a name only: see this file's docstring
 half = float16
 
 
@@ -57,8 +122,8 @@ def set_default_dtype(dtype):
 
 
 def get_default_dtype():
-    """The dtype that Python floats and lists become."""
-    return _default
+    """The dtype that Python floats and lists become (torch.float32 unless set)."""
+    return torch_dtype(_default)
 
 
 def is_float(dtype):

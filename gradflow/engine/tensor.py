@@ -21,7 +21,7 @@ import numpy as np
 from gradflow.engine import autograd, ops
 from gradflow.engine.checks import broadcast_shape, check_mask, normalize_axes, normalize_axis, shape_arg, spelling
 from gradflow.engine.data_array import DataArray
-from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_float
+from gradflow.engine.dtype import FLOAT_DTYPES, as_dtype, get_default_dtype, is_float, torch_dtype
 from gradflow.engine.inplace import InPlace
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.shape import Cast, Copy
@@ -222,7 +222,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
             total += g
 
     shape = property(lambda self: Size(self._data.shape))  # a tuple that prints as torch.Size([5, 27])
-    dtype = property(lambda self: self._data.dtype)
+    dtype = property(lambda self: torch_dtype(self._data.dtype))  # prints as torch.float32; numpy reads its np.dtype
     ndim = property(lambda self: self._data.ndim)
 
     def numel(self):
@@ -315,7 +315,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         body = array_text(self._data, indent=len("tensor("))  # PyTorch's layout: 4 digits, one column width
         extras = []
         if self.dtype not in (get_default_dtype(), np.int64, np.bool_):  # the dtypes PyTorch does not name
-            extras.append(f"dtype={self.dtype}")
+            extras.append(f"dtype={self.dtype!r}")  # torch.float64, as PyTorch writes it
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name}>")
         elif self.requires_grad:

@@ -40,6 +40,7 @@ SAFE_BY_DEFAULT = {
     "builtins.bytearray": bytearray,
 }
 GRADFLOW_GLOBALS = (
+    "gradflow.engine.dtype.DType",
     "gradflow.engine.serialize.rebuilt_tensor",
     "gradflow.engine.tensor.Tensor",
     "gradflow.engine.shape.Size",
