@@ -293,3 +293,12 @@ def require_torch():
 
         return torch
     return pytest.importorskip("torch")
+
+
+def test_a_file_written_before_dataclasses_were_pickled_still_loads():
+    """gf.save stored a dataclass as its fields ({"__fields__": ...}); such a file loads as before."""
+    description = '{"config": {"__fields__": {"n_layer": 2, "name": "baby"}}, "step": 3}'
+    f = io.BytesIO(safetensors.numpy.save({}, metadata={"gradflow": description}))
+    back = gf.load(f)
+    assert back["config"].n_layer == 2 and back["config"].name == "baby" and back["step"] == 3
+    assert gf.load(saved({"__fields__": 1})) == {"__fields__": 1}  # the key itself, in a dict of the user's

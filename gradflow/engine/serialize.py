@@ -32,6 +32,7 @@ import json
 import pickle
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import safetensors.numpy
@@ -42,7 +43,7 @@ from gradflow.engine.device import on_cpu
 from gradflow.engine.files import written_atomically
 from gradflow.engine.tensor import Tensor
 
-_TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__")
+_TAGS = ("__tensor__", "__array__", "__tuple__", "__dict__", "__fields__")
 PICKLED = "gradflow.pickle"  # the metadata key of the pickled form
 # the safetensors dtypes numpy has; a file holding another (F8_E4M3, say) is refused, naming it
 NUMPY_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
@@ -168,6 +169,8 @@ def _decode(node, arrays):
         return tuple(_decode(v, arrays) for v in node["__tuple__"])
     if "__dict__" in node:
         return {k: _decode(v, arrays) for k, v in node["__dict__"]}
+    if "__fields__" in node:  # a dataclass, as gradflow stored one before pickling it: its fields, by name
+        return SimpleNamespace(**_decode(node["__fields__"], arrays))
     return {k: _decode(v, arrays) for k, v in node.items()}
 
 
