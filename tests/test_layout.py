@@ -249,3 +249,28 @@ def test_no_test_file_imports_another():
     for path in sorted(Path(__file__).parent.glob("*.py")):
         found = importing.findall(path.read_text(encoding="utf-8"))
         assert not found, f"{path.name} imports {found[0]}: what test files share belongs in tests/helpers.py"
+
+
+# --- the loop and the ranks --------------------------------------------------------------------------
+
+RANKS = ["training/mpi.py", "training/distributed.py", "training/__init__.py"]  # mpi.py runs on them
+MPI4PY = re.compile(r"^\s*(?:from|import)\s+mpi4py\b", re.M)
+
+
+def test_only_the_mpi_files_know_of_ranks():
+    """The Trainer holds the loop and the command line parses flags: running on MPI ranks attaches from
+    training/mpi.py (the hook OnRanks, and the entry `gradflow train` calls), built on distributed.py. No
+    other file imports distributed.py or mpi4py, so a step followed from `gradflow train` to the optimizer
+    goes down the layers without climbing back."""
+    for _, path in library_files():
+        if path.relative_to(PACKAGE).as_posix() in RANKS:
+            continue
+        assert "gradflow.training.distributed" not in imported_modules(path), f"{path}: ranks are mpi.py's"
+        assert not MPI4PY.search(path.read_text(encoding="utf-8")), f"{path}: mpi4py is distributed.py's"
+
+
+def test_the_trainer_reads_in_one_sitting():
+    """trainer.py is the loop: a run's settings and their checks are settings.py's, the log's reading
+    metrics.py's, running on ranks mpi.py's."""
+    lines = (PACKAGE / "training" / "trainer.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 350, f"training/trainer.py has {lines} lines; at most 350"

@@ -270,15 +270,15 @@ def test_fused_multiply_add_rounds_once(dtype):
 def test_an_older_checkpoints_numpy_state_still_resumes():
     """A checkpoint written when dropout's masks came from numpy's PCG64 keeps its state: resuming from
     it seeds PyTorch's stream from that state's number, the same each time; anything else is refused."""
-    from gradflow.training.trainer import _is_gradflow_state, _restore_gradflow_state
+    from gradflow.training.settings import is_gradflow_state, restore_gradflow_state
 
     old = np.random.default_rng(3).bit_generator.state
-    assert _is_gradflow_state(old) and _is_gradflow_state(gf.get_rng_state())
-    assert not _is_gradflow_state({"state": [0] * 623, "next": 0, "seed": 0, "normal": None})  # a word short
-    assert not _is_gradflow_state({"state": [2**32] * 624, "next": 0, "seed": 0, "normal": None})
+    assert is_gradflow_state(old) and is_gradflow_state(gf.get_rng_state())
+    assert not is_gradflow_state({"state": [0] * 623, "next": 0, "seed": 0, "normal": None})  # a word short
+    assert not is_gradflow_state({"state": [2**32] * 624, "next": 0, "seed": 0, "normal": None})
     draws = []
     for _ in range(2):
-        _restore_gradflow_state(json.loads(json.dumps(old)))
+        restore_gradflow_state(json.loads(json.dumps(old)))
         draws.append(gf.rand(5).numpy())
     assert_array_equal(draws[0], draws[1])
     assert_array_equal(

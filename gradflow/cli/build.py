@@ -16,7 +16,7 @@ from gradflow.nn import init, lora
 from gradflow.text import load_tokenizer
 from gradflow.training.checkpoint import CheckpointError, load_checkpoint
 from gradflow.training.finetune import adapter_settings, load_adapter
-from gradflow.training.trainer import flag
+from gradflow.training.settings import flag
 
 MODEL_DEFAULTS = dict(model="gpt", n_layer=4, n_head=4, n_kv_head=None, n_embd=128, dropout=0.0)
 # what each model flag is called in each architecture's config

@@ -29,7 +29,8 @@ from gradflow.engine.rng import manual_seed
 from gradflow.exercises import EXERCISES, TRACKS, Failed, find, isolation, report, workspace
 from gradflow.inference.generate import generate
 from gradflow.text import CharTokenizer, default_corpus, split
-from gradflow.training.trainer import TrainConfig, Trainer, read_metrics
+from gradflow.training.metrics import read_metrics
+from gradflow.training.trainer import TrainConfig, Trainer
 
 
 def run_list(args):

@@ -23,7 +23,7 @@ from gradflow.models.llama import Llama, LlamaConfig, smollm2_instruct
 from gradflow.models.toy import ToyModel
 from gradflow.tools.explore import explore
 from gradflow.training.checkpoint import load_checkpoint
-from gradflow.training.trainer import read_metrics
+from gradflow.training.metrics import read_metrics
 
 
 def add_command(subparsers):

@@ -28,7 +28,7 @@ from gradflow.text.tasks import TASKS, get_task
 from gradflow.training.checkpoint import load_checkpoint
 from gradflow.training.finetune import FineTuner
 from gradflow.training.run_lock import run_lock
-from gradflow.training.trainer import TrainConfig, check_config, check_fresh, flag, resume_config
+from gradflow.training.settings import TrainConfig, check_config, check_fresh, flag, resume_config
 
 # What fine-tuning adapters needs that training a model from scratch does not: a higher learning
 # rate (B starts at zero and has few numbers to move), no weight decay (it would pull the adapters

@@ -4,17 +4,15 @@ With no arguments it trains the char-level "baby GPT" (4 layers, 4 heads, 128 wi
 on the built-in corpus (the documentation text CPython ships in pydoc_data), prints a sample at
 every evaluation, and leaves a checkpoint, metrics.jsonl and loss.png in out/.
 
-On more cores or machines, each step's batch is shared out among MPI ranks (gradflow.training.
-distributed): `gradflow train --processes N ...` runs `mpiexec -n N python -m gradflow train ...
---distributed`, and each rank runs the command with --distributed. Rank 0 alone prints; an error
-on any rank ends them all, in one line that names the rank.
+On more cores or machines, each step's batch is shared out among MPI ranks: `gradflow train
+--processes N ...` runs `mpiexec -n N python -m gradflow train ... --distributed`, and each rank runs
+the command with --distributed; gradflow/training/mpi.py runs both sides. Rank 0 alone prints; an
+error on any rank ends them all, in one line that names the rank.
 """
 
-import contextlib
+import functools
 import hashlib
-import os
 import sys
-import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -32,18 +30,10 @@ from gradflow.fast.compiled import describe as describe_kernels
 from gradflow.inference import generate
 from gradflow.text import BPETokenizer, CharTokenizer, default_corpus, load_text, split
 from gradflow.training.checkpoint import load_checkpoint
-from gradflow.training.distributed import RankError, agree, first_line, launch, mpiexec, world
-from gradflow.training.divergence import TrainingDiverged
-from gradflow.training.run_lock import FolderInUse, run_lock
-from gradflow.training.trainer import (
-    TrainConfig,
-    Trainer,
-    check_config,
-    check_fresh,
-    check_parallel,
-    flag,
-    resume_config,
-)
+from gradflow.training.mpi import as_rank, launch, launched, mpiexec
+from gradflow.training.run_lock import run_lock
+from gradflow.training.settings import TrainConfig, check_config, check_fresh, check_parallel, flag, resume_config
+from gradflow.training.trainer import Trainer
 
 
 def read_data(path):
@@ -127,11 +117,13 @@ def run_train(args):
     given["out_dir"] = given.get("out_dir", TrainConfig.out_dir)
     given["detect_anomaly"] = args.detect_anomaly or None
     given = {k: v for k, v in given.items() if v is not None}
-    if args.distributed:
-        return _run_rank(args, given)
+    if args.distributed:  # one of the MPI ranks (training/mpi.py)
+        prepare = functools.partial(_prepare, args, given, distributed=True)
+        return as_rank(given.get("processes", 1), given["out_dir"], prepare, _finish)
     processes = _planned(args, given).processes
-    if processes > 1:
-        return _launch(args, processes, given["out_dir"])
+    if processes > 1:  # mpiexec starts the ranks, each running this command with --distributed
+        command = [mpiexec(), "-n", str(processes), sys.executable, "-m", "gradflow", "train", *_flags(args)]
+        return launched(launch([*command, "--distributed"]), given["out_dir"])
     with run_lock(given["out_dir"], "gradflow train"):
         return _finish(_prepare(args, given))
 
@@ -155,23 +147,6 @@ def _saved(given):
     return load_checkpoint(path)
 
 
-def _launch(args, processes, out_dir):
-    """This command as `processes` MPI ranks: mpiexec -n <processes> python -m gradflow train <its flags> --distributed.
-
-    Ctrl-C or `kill` of this process reaches every rank through mpiexec: they stop together and rank
-    0 saves (distributed.launch)."""
-    command = [mpiexec(), "-n", str(processes), sys.executable, "-m", "gradflow", "train", *_flags(args)]
-    code = launch([*command, "--distributed"])
-    code = code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
-    if code not in (0, 1, 2, 130):  # the ranks report their own errors (1, 2) and Ctrl-C (130); not a death
-        print(
-            f"gradflow train: a rank died without a word (mpiexec ended with code {code}: killed, or out of "
-            f"memory), and mpiexec stopped every rank; the last checkpoint in {out_dir} is as it was",
-            file=sys.stderr,
-        )
-    return code
-
-
 def _flags(args):
     """The command line that gives `args` again: every train flag is named after its destination."""
     flags = []
@@ -180,68 +155,6 @@ def _flags(args):
             continue
         flags += [flag(name)] if value is True else [flag(name), str(value)]
     return flags
-
-
-def _run_rank(args, given):
-    """One rank of an MPI job. Rank 0 alone prints. A failure that every rank meets together (the
-    setup, a shard's error, divergence) is raised on every rank, and rank 0 prints it; one that a
-    rank meets alone ends the whole job, in one line naming the rank (else the others wait forever)."""
-    comm = world()
-    if comm.Get_size() == 1 and given.get("processes", 1) == 1:
-        print("--distributed: this process runs alone (not under mpiexec): training in one process", flush=True)
-    if comm.Get_rank() > 0:  # to the end of the process: the error main() prints is rank 0's to print
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
-    with _locked_by_rank_0(comm, given["out_dir"]):
-        trainer = agree(comm, lambda: _prepare(args, given, distributed=True))
-        with _ends_every_rank(comm):
-            return _finish(trainer)
-
-
-@contextlib.contextmanager
-def _locked_by_rank_0(comm, out_dir):
-    """The run folder's lock, held by rank 0 alone, the one rank that writes there (were every rank to
-    take it, they would lock each other out); if another process holds it, every rank raises the refusal."""
-    lock = run_lock(out_dir, "gradflow train")
-    refusal = None
-    if comm.Get_rank() == 0:
-        try:
-            lock.acquire()
-        except FolderInUse as e:
-            refusal = str(e)
-    refusal = comm.bcast(refusal)
-    if refusal:
-        raise FolderInUse(refusal)
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-@contextlib.contextmanager
-def _ends_every_rank(comm):
-    """An error raised on this rank alone: its one line, then MPI_Abort, which ends every rank.
-    RankError and TrainingDiverged are raised by every rank at the same step, so they go on."""
-    try:
-        yield
-    except (RankError, TrainingDiverged):
-        raise
-    except BaseException as error:
-        if comm.Get_size() == 1:
-            raise
-        interrupted = isinstance(error, KeyboardInterrupt)  # a second Ctrl-C, which every rank is given
-        if comm.Get_rank() == 0 or not interrupted:
-            said = first_line(error).removeprefix("train: ")
-            said = "interrupted" if interrupted else f"rank {comm.Get_rank()}: {said}"
-            # one write, newline included: mpiexec forwards each rank's writes as they come, and a line
-            # written in two pieces (print's text, then its end) could take another rank's output between them
-            sys.__stderr__.write(f"gradflow train: {said}\n")
-            sys.__stderr__.flush()
-            # mpiexec's proxy forwards a rank's output while the rank lives, and Abort ends every rank at
-            # once: half a second lets the line through (without it, a full test run once lost it)
-            time.sleep(0.5)
-        nowhere = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(nowhere, 2)  # MPI's own report of the abort would follow the line above
-        comm.Abort(130 if interrupted else 1)
 
 
 def _prepare(args, given, distributed=False):

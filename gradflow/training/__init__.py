@@ -4,8 +4,9 @@ stop before a divergence), the picture of a run, checkpoints, progress, data par
 from gradflow.training import TrainConfig, Trainer
 Trainer(model, train_ids, val_ids, TrainConfig(max_iters=200)).fit()
 
-Data parallelism: Trainer(..., distributed=True) in each rank of `mpiexec -n N`, or Distributed
-for a loop of your own (gradflow.training.distributed; the math is in data_parallel.py).
+Data parallelism: Trainer(..., distributed=True) in each rank of `mpiexec -n N` (mpi.py attaches the
+ranks to the loop), or Distributed for a loop of your own (gradflow.training.distributed; the math is
+in data_parallel.py). A run's settings and their checks: settings.py.
 
 Built on engine, nn, optim and text; it never imports a particular model (the caller passes one)
 nor the command line.

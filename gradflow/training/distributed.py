@@ -174,12 +174,18 @@ def agree(comm, work):
         result, failure = work(), None
     except Exception as error:
         result, failure = None, error
+    settle(comm, failure)
+    return result
+
+
+def settle(comm, failure):
+    """Every rank's word on its own failure (None: it had none); if any rank failed, every rank raises: the
+    error itself where every rank raised the same, else a RankError naming the first that failed."""
     reports = failures(comm, failure)
     if failure is not None and all(report and report[0] == first_line(failure) for report in reports):
         raise failure
     if any(reports):
         raise rank_error(reports) from failure
-    return result
 
 
 def digest(*arrays):

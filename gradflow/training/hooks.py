@@ -1,6 +1,7 @@
 """The Trainer's hooks: what watches a run attaches at named points of each step, outside its lines.
 
-    hook.started(trainer)                            once, as fit() begins
+    with hook.starting(trainer):                     around a fresh run's check of out_dir
+    hook.started(trainer)                            once, as the first step is about to be taken
     with hook.during_step(trainer):                  around each train_step
         forward; backward
         hook.after_backward(trainer)                 grad L(theta) is in .grad, not yet clipped
@@ -9,10 +10,12 @@
         optimizer.step()
         hook.after_update(trainer)                   trainer.step counts the update
     hook.evaluated(trainer, metrics)                 an evaluation's record, before it is logged
+    hook.finished(trainer)                           once, as fit() ends, also on an error
 
 The Trainer calls its hooks in order (trainer.hooks, a list you may add to). Its own:
 StopOnDivergence (divergence.py), Health (health.py), AnomalyMode and KeepFreedMemory below, and
-SharedCores (shared_cores.py: one BLAS thread while other work keeps the cores busy).
+SharedCores (shared_cores.py: one BLAS thread while other work keeps the cores busy); over MPI,
+OnRanks (mpi.py: every rank runs the same loop, each on a shard of the batch).
 """
 
 import contextlib
@@ -23,6 +26,9 @@ from gradflow.fast.memory import tune_malloc
 
 class Hook:
     """One thing that watches a run; each point does nothing unless a subclass says otherwise."""
+
+    def starting(self, trainer):
+        return contextlib.nullcontext()
 
     def started(self, trainer):
         pass
@@ -42,19 +48,22 @@ class Hook:
     def evaluated(self, trainer, metrics):
         """metrics: the record about to be logged ({"step", "train_loss", ...}); a hook may add to it."""
 
+    def finished(self, trainer):
+        pass
+
 
 class Hooks(list):
     """The hooks of a Trainer, each called at every point in the order of the list."""
+
+    def starting(self, trainer):
+        return self._entered("starting", trainer)
 
     def started(self, trainer):
         for hook in self:
             hook.started(trainer)
 
     def during_step(self, trainer):
-        stack = contextlib.ExitStack()
-        for hook in self:
-            stack.enter_context(hook.during_step(trainer))
-        return stack
+        return self._entered("during_step", trainer)
 
     def after_backward(self, trainer):
         for hook in self:
@@ -71,6 +80,17 @@ class Hooks(list):
     def evaluated(self, trainer, metrics):
         for hook in self:
             hook.evaluated(trainer, metrics)
+
+    def finished(self, trainer):
+        for hook in self:
+            hook.finished(trainer)
+
+    def _entered(self, point, trainer):
+        """Every hook's context at a point, entered in order (and left in reverse)."""
+        stack = contextlib.ExitStack()
+        for hook in self:
+            stack.enter_context(getattr(hook, point)(trainer))
+        return stack
 
 
 class AnomalyMode(Hook):
