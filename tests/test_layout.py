@@ -32,6 +32,7 @@ TOP_FILES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem in RANK)
 
 # The compatibility surface: PyTorch's paths, gradflow's answers (docs/layout.md, "PyTorch's paths").
 COMPATIBILITY = ["cuda", "backends", "utils", "amp", "distributed", "onnx", "serialization", "nn.parallel", "nn.utils"]
+COMPATIBILITY += ["nn.modules", "nn.parameter"]  # torch.nn.modules.<sub> and torch.nn.parameter: the paths pickles name
 EXPOSERS = [PACKAGE / "__init__.py", PACKAGE / "nn" / "__init__.py"]  # they put the surface at PyTorch's paths
 
 
