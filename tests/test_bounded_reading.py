@@ -131,7 +131,7 @@ def test_a_history_record_of_another_kind_is_one_line(checkpoint, capsys, histor
 
 @pytest.mark.parametrize("value", [-1, 1 << 200])
 def test_a_random_state_out_of_range_is_one_line(checkpoint, capsys, value):
-    rewrite(checkpoint, change_meta=lambda meta: meta["rng"]["gradflow"]["state"].update(state=value))
+    rewrite(checkpoint, change_meta=lambda meta: meta["rng"]["gradflow"]["state"].__setitem__(0, value))  # a word
     assert main(["train", "--resume", "--out-dir", str(checkpoint.parent), "--max-iters", "2"]) == 2
     assert error_line(capsys) == (
         f"gradflow train: checkpoint {checkpoint}: rng is not a pair of saved generator states"
