@@ -7,10 +7,10 @@ their histograms (part 3) and the WaveNet hierarchy (part 5); ng-video-lecture's
 minGPT's model, trainer and adder; "The Annotated Transformer"; "Build a Large Language Model (From
 Scratch)"; PyTorch's word language model example (main.py with LSTM, GRU, RNN or a Transformer, the model
 saved whole, and generate.py); llama2.c's pretokenize, train.py, model.bin export and sample.py; the
-tutorials' hand-written SGD step; "Dive into Deep Learning"'s linear and softmax regression from scratch. `program(name, lib)` reads
-its source and,
-for gradflow, rewrites the import lines and nothing else (`import torch` -> `import gradflow as torch`,
-`import torch.nn as nn` -> `import gradflow.nn as nn`, `from torch.x import y` -> `from gradflow.x import y`).
+tutorials' hand-written SGD step; "Dive into Deep Learning"'s linear and softmax regression from
+scratch. `program(name, lib)` reads its source and, for gradflow, rewrites the import lines and nothing
+else (`import torch` -> `import gradflow as torch`, `import torch.nn as nn` -> `import gradflow.nn as nn`,
+`from torch.x import y` -> `from gradflow.x import y`, `import torch.onnx` -> `import gradflow.onnx`).
 
 Each program runs whole on gradflow, and its loss goes down. Beside PyTorch it starts from the same
 weights (gradflow's, loaded into PyTorch's model) and sees the same batches (gradflow's, recorded and
