@@ -13,10 +13,12 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 if not (BENCHMARKS / "mutation.py").exists():
     pytest.skip("the benchmarks are not beside the tests (an installed run)", allow_module_level=True)
 sys.path.insert(0, str(BENCHMARKS))
-
-from mutation import checked, compiled  # noqa: E402
-from mutation_ast import variants  # noqa: E402
-from mutation_oracle import differs  # noqa: E402
+try:
+    from mutation import checked, compiled
+    from mutation_ast import variants
+    from mutation_oracle import differs
+finally:  # off the path again: benchmarks/kernels.py must not answer a later `import kernels` (transformers asks)
+    sys.path.remove(str(BENCHMARKS))
 
 from gradflow.exercises.catalog import BY_NAME, EXERCISES  # noqa: E402
 
