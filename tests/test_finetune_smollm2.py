@@ -5,9 +5,12 @@ These read the SmolLM2 model file (fetched once, 98 MB). The PyTorch test needs 
 transformers==5.23.0 and is skipped without them, unless GRADFLOW_REQUIRE_TORCH=1 (CI sets it).
 """
 
+import contextlib
 import importlib
+import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -23,10 +26,21 @@ TINY_RUN = ["--task", "records", "--max-iters", "2", "--batch-size", "2", "--tra
             "--eval-examples", "2", "--eval-iters", "1", "--eval-interval", "1", "--block-size", "96"]  # fmt: skip
 
 
-def test_finetune_runs_saves_small_adapters_and_resumes(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """(the folder, what it printed) of one tiny `gradflow finetune` run, shared: loading and adapting the
+    model is most of each run's time."""
+    out = tmp_path_factory.mktemp("finetune") / "ft"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["finetune", *TINY_RUN, "--out-dir", str(out)]) == 0
+    return out, printed.getvalue()
+
+
+def test_finetune_runs_saves_small_adapters_and_resumes(tiny_run, tmp_path, capsys):
     out = tmp_path / "ft"
-    assert main(["finetune", *TINY_RUN, "--out-dir", str(out)]) == 0
-    said = capsys.readouterr().out
+    shutil.copytree(tiny_run[0], out)  # resumed below: the shared run stays at step 2
+    said = tiny_run[1]
     assert "before: exact " in said and "after: exact " in said and "held-out answers, after" in said
     assert "60 adapters (r=8, alpha=16.0, 460,800 numbers" in said
     report = json.loads((out / "report.json").read_text())
@@ -65,10 +79,8 @@ def test_a_bad_line_of_the_data_file_is_named(tmp_path, capsys):
     assert f"{data}, line 3: not valid JSON" in capsys.readouterr().err
 
 
-def test_chat_with_the_adapter(tmp_path, capsys, monkeypatch):
-    out = tmp_path / "ft"
-    assert main(["finetune", *TINY_RUN, "--out-dir", str(out)]) == 0
-    capsys.readouterr()
+def test_chat_with_the_adapter(tiny_run, tmp_path, capsys, monkeypatch):
+    out = tiny_run[0]
     monkeypatch.setattr("sys.stdin", open(os.devnull))  # noqa: SIM115 - closed at the test's end by pytest
     assert main(["chat", "--adapter", str(out), "--max-new-tokens", "2"]) == 0
     assert main(["chat", "--adapter", str(tmp_path)]) == 2
