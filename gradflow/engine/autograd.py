@@ -257,18 +257,17 @@ def _as_grad_tuple(node, grads):
 
 def _input_grad(node, i, t, g):
     """Reduce a backward's gradient to its input's shape and dtype, or say why it can't be."""
-    if type(g) is np.ndarray and g.shape == t.shape:  # the common case: nothing to reduce
-        return g if g.dtype == t.dtype else g.astype(t.dtype)
+    shape, dtype = t._data.shape, t._data.dtype  # the array's own: numpy's tuple and np.dtype, read once per node
+    if type(g) is np.ndarray and g.shape == shape:  # the common case: nothing to reduce
+        return g if g.dtype == dtype else g.astype(dtype)
     g = np.asarray(g)
     try:
-        fits = np.broadcast_shapes(g.shape, t.shape) == g.shape
+        fits = np.broadcast_shapes(g.shape, shape) == g.shape
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(
-            f"{node.name}.backward returned a gradient of shape {g.shape} for input {i} of shape {t.shape}"
-        )
-    return unbroadcast(g, t.shape).astype(t.dtype, copy=False)
+        raise ValueError(f"{node.name}.backward returned a gradient of shape {g.shape} for input {i} of shape {shape}")
+    return unbroadcast(g, shape).astype(dtype, copy=False)
 
 
 def unbroadcast(grad, shape):
