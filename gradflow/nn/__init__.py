@@ -59,6 +59,7 @@ __all__ = [
     "SinusoidalPositionalEncoding", "Softmax", "Softplus", "SwiGLU", "Tanh", "TransformerBlock", "TransformerEncoder",
     "TransformerEncoderLayer", "init", "lora", "padding_mask", "sinusoidal_table", "utils",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "GeneralAttention",
+    "modules", "parameter",  # PyTorch's torch.nn.modules.<sub>.<Class> and torch.nn.parameter paths
 ]  # fmt: skip
 
 
