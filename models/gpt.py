@@ -40,9 +40,9 @@ class Block(nn.Module):
 
     def __init__(self, c, dtype=None):
         super().__init__()
-        self.attn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
+        self.attn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
         self.attn = nn.CausalSelfAttention(c.n_embd, c.n_head, bias=c.bias, dropout=c.dropout, dtype=dtype)
-        self.ffn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, dtype=dtype)
+        self.ffn_norm = nn.LayerNorm(c.n_embd, eps=c.eps, bias=c.bias, dtype=dtype)
         self.ffn = nn.MLP(c.n_embd, 4 * c.n_embd, activation="gelu", bias=c.bias, dropout=c.dropout, dtype=dtype)
 
     def forward(self, x, cache=None, need_weights=False):

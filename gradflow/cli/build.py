@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from gradflow import nn
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.models.llama import Llama, LlamaConfig, smollm2_instruct
 from gradflow.nn import init, lora
@@ -93,14 +94,33 @@ def model_from_meta(ckpt):
     with init.meta():  # shapes only, no storage
         shapes = {n: p.shape for n, p in cls(config).named_parameters(remove_duplicate=False)}
     saved = {k[len("model/") :]: v.shape for k, v in ckpt.arrays.items() if k.startswith("model/")}
-    for name, shape in shapes.items():
+    older = _older_norm_biases(described["type"], config, shapes, saved)
+    for name, shape in {**shapes, **older}.items():
         if name not in saved:
             raise CheckpointError(f"checkpoint {ckpt.path}: model/{name} is missing")
         if saved[name] != shape:
             raise CheckpointError(
                 f"checkpoint {ckpt.path}: model/{name} has shape {saved[name]} but its config implies {shape}"
             )
-    return cls(config)
+    model = cls(config)
+    for name in older:  # give them back, so that the run loads, resumes and exports as it was trained
+        _, i, norm, _ = name.split(".")
+        block = model.blocks[int(i)]
+        ln = getattr(block, norm)
+        setattr(block, norm, nn.LayerNorm(ln.normalized_shape, ln.eps, dtype=ln.weight.dtype))
+    return model
+
+
+def _older_norm_biases(kind, config, shapes, saved):
+    """{name: shape} of the blocks' LayerNorm biases a GPT checkpoint holds although its config says bias=False.
+
+    Until 2026-11-27 a GPT's blocks built their two LayerNorms with a bias whatever `bias` said (ln_f obeyed
+    it), and `gradflow train` builds with bias=False: every run saved before then holds those biases.
+    """
+    if kind != "gpt" or config.bias:
+        return {}
+    norms = {name.removesuffix("weight") + "bias": shape for name, shape in shapes.items() if "_norm.weight" in name}
+    return {name: shape for name, shape in norms.items() if name in saved}
 
 
 def _is_size(value):
