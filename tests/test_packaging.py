@@ -1,5 +1,6 @@
-"""What an installed gradflow promises: one version everywhere, a license, no paths outside the
-repository, and example models that a user's own `models` package cannot shadow.
+"""What an installed gradflow promises: one version everywhere, a license, numba's compiled loops
+wherever numba has a wheel and nowhere else, no paths outside the repository, and example models
+that a user's own `models` package cannot shadow.
 
 The checks of repository files (pyproject.toml, LICENSE, the files git tracks) skip when the tests
 run from a copy outside a checkout, as CI does against the installed wheel.
@@ -10,9 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement  # pytest's own dependency
 
 import gradflow
 
@@ -79,6 +82,62 @@ def test_the_license_is_there_and_named():
     project = table_texts(PYPROJECT.read_text())["project"]
     assert re.search(r'^license = "MIT"$', project, re.M)
     assert re.search(r'^license-files = \["LICENSE"\]$', project, re.M)
+
+
+# --- numba wherever it has a wheel ---------------------------------------------------------------
+# The installed metadata, as pip reads it (an editable install's in a checkout, the wheel's in CI).
+
+
+def requirements():
+    """{name: Requirement} of the installed gradflow's dependencies, extras left out."""
+    found = (Requirement(line) for line in metadata.requires("gradflow"))
+    return {r.name: r for r in found if "extra" not in str(r.marker)}
+
+
+def where(system, machine, python, implementation="CPython", release="23.1.0"):
+    """A Python's environment markers (PEP 508); `release` is the OS's, Darwin 21 being macOS 12."""
+    return {
+        "sys_platform": system, "platform_machine": machine, "python_version": python,
+        "platform_python_implementation": implementation, "platform_release": release,
+    }  # fmt: skip
+
+
+PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
+# numba 0.68.1's wheels on PyPI: CPython 3.10 to 3.15 on Linux x86-64 and ARM64 (manylinux), macOS 12 or
+# newer on Apple silicon and Windows x86-64; Windows ARM64 for 3.12 to 3.14
+WHEELS = [where(system, machine, python) for system, machine in (
+    ("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64"), ("win32", "AMD64")) for python in PYTHONS] + [
+    where("win32", "ARM64", python) for python in ("3.12", "3.13", "3.14")]  # fmt: skip
+NO_WHEEL = [
+    where("linux", "x86_64", "3.16"),  # a Python newer than numba's wheels
+    where("darwin", "x86_64", "3.12"),  # an Intel Mac: numba 0.62 was the last with wheels for it
+    where("darwin", "arm64", "3.12", release="20.6.0"),  # macOS 11
+    where("win32", "ARM64", "3.11"), where("win32", "ARM64", "3.15"),
+    where("linux", "i686", "3.12"), where("linux", "armv7l", "3.12"), where("linux", "ppc64le", "3.12"),
+    where("linux", "s390x", "3.12"), where("emscripten", "wasm32", "3.12"),
+    where("linux", "x86_64", "3.11", implementation="PyPy"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "environment", WHEELS, ids=lambda e: f"{e['sys_platform']}-{e['platform_machine']}-{e['python_version']}"
+)
+def test_numba_comes_with_gradflow_where_it_has_a_wheel(environment):
+    assert requirements()["numba"].marker.evaluate(environment)
+
+
+@pytest.mark.parametrize("environment", NO_WHEEL, ids=lambda e: "-".join(e.values()))
+def test_numba_is_left_out_where_pip_would_have_to_build_it(environment):
+    assert not requirements()["numba"].marker.evaluate(environment)
+
+
+def test_numba_from_the_release_whose_wheels_the_markers_name_and_numpy_unbounded():
+    """0.68.1 is the first numba with every wheel above: pip, trading numba's releases against numpy's,
+    never picks one it would have to build. numpy's only upper bound is numba's, where numba installs."""
+    needs = requirements()
+    assert str(needs["numba"].specifier) == ">=0.68.1"
+    assert str(needs["numpy"].specifier) == ">=1.26"
+    assert "fast" in metadata.metadata("gradflow").get_all("Provides-Extra")  # the old extra: `.[fast]` still installs
 
 
 # --- nothing outside the repository ----------------------------------------------------------------

@@ -6,7 +6,7 @@ What changes, and why:
   query's row of keys then run as a few vectorized passes over all rows at once instead of one
   small loop per row.
 - The softmax runs in the scores' own buffer, and backward turns dA into dS in its own buffer.
-- With numba (the `fast` extra), the passes after each product are one compiled loop each
+- With numba, the passes after each product are one compiled loop each
   (loops.attention_softmax and its backward): a causal mask is applied in the loop, which skips
   the exponentials of the keys it hides, and each matrix of scores is stored transposed (see
   keys_first). Without numba, numpy's passes.

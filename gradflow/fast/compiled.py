@@ -1,8 +1,7 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba), loaded the first time a kernel asks.
 
-numba is the `fast` extra (pip install "gradflow[fast]"), not a dependency: each numba release
-supports a bounded range of numpy (0.68 asks for numpy < 2.6) and ships wheels for the Pythons
-and platforms it was built for, while gradflow installs wherever numpy does. Where numba is not
+numba comes with gradflow wherever it ships a wheel (pyproject.toml's markers name the Pythons and
+platforms) and is left out elsewhere, since gradflow installs wherever numpy does. Where numba is not
 installed, or GRADFLOW_NUMBA=0 in the environment switches it off, or it fails to load, every
 kernel that has a compiled loop runs its numpy form instead, with the same numbers.
 
@@ -94,7 +93,7 @@ def _load():
         _why_not = f"{ENVIRONMENT_VARIABLE}=0"
         return
     if importlib.util.find_spec("numba") is None:
-        _why_not = 'numba is not installed: pip install "gradflow[fast]"'
+        _why_not = "numba is not installed: gradflow brings it only where numba has a wheel; pip install numba"
         return
     start = time.perf_counter()
     try:

@@ -4,8 +4,8 @@ What changes: the plain op builds each step of the formula as a new array (x^3, 
 y, and in backward x^2, du/dx, dh/dx, ...), about a dozen arrays of x's size per call, and
 backward recomputes from x and tanh(u). Here forward runs the same arithmetic in three buffers,
 overwriting each with the next step, and computes dy/dx while its pieces are at hand: backward
-is then one product, g * dy/dx. Without a graph to record, dy/dx is skipped. With numba (the
-`fast` extra) forward is one compiled loop (loops.gelu_forward), with h = 1 / (1 + exp(-2u)), the
+is then one product, g * dy/dx. Without a graph to record, dy/dx is skipped. With numba
+forward is one compiled loop (loops.gelu_forward), with h = 1 / (1 + exp(-2u)), the
 same number as (1 + tanh(u)) / 2 without its cancellation where tanh(u) is near -1.
 
 The algebra that lets dy/dx come from y, with h = (1 + tanh(u)) / 2:
