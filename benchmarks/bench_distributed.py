@@ -10,7 +10,9 @@ each step is the Trainer's (forward, backward, clipping at 1.0, AdamW). The engi
 
 Each times the same batches in rounds that alternate between the engines, after a short sleep
 that lets the previous engine's threads go idle; the figures are medians over rounds. Printed:
-tokens/s, each engine's ratio to one process, the scaling efficiency of N processes
+first what the figures depend on (machine.py: the processor, numpy's BLAS with its kernels and
+threads, numba's loops or numpy's kernels, the matmul floor in GFLOP/s), then tokens/s, each
+engine's ratio to one process, the scaling efficiency of N processes
 (tokens/s / (N x tokens/s of one process)), and for MPI the time per step spent in Allreduce
 (waiting for the slower rank included) beside a bare Allreduce of the step's buffer.
 
@@ -33,11 +35,10 @@ import sys
 import time
 
 import numpy as np
+from machine import header, step_products  # beside this file
 
 import gradflow as gf
 from gradflow.engine.kernels import fast_unless_chosen
-from gradflow.engine.threads import blas_threads
-from gradflow.fast.compiled import describe as describe_kernels
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.text import CharTokenizer, default_corpus, get_batch, split
@@ -169,15 +170,18 @@ def main():
     tune_malloc()  # as the Trainer does
     if args.mpi_child:
         return mpi_child(args.steps)
+    _, _, vocab_size, train_ids = baby_gpt()
+    print(
+        f"baby GPT (gradflow train's default), batch {BATCH} x {BLOCK} tokens; {args.rounds} rounds of "
+        f"{args.steps} steps",
+        *header(step_products(BATCH, BLOCK, MODEL, vocab_size)),  # before any engine's threads start
+        sep="\n",
+        flush=True,
+    )
     engines = local_engines()
     mpi_name = f"gradflow, MPI {args.ranks}"
     mpi = MPIEngine(args.ranks, args.steps)
-    _, _, _, train_ids = baby_gpt()
     work = batches(train_ids, args.steps)
-    print(
-        f"baby GPT (gradflow train's default), batch {BATCH} x {BLOCK} tokens; {args.rounds} rounds of "
-        f"{args.steps} steps; numpy's BLAS {blas_threads()} threads; kernels: {describe_kernels()}"
-    )
     for step in engines.values():  # warm up: first calls allocate and fill caches
         for x, y in work[:3]:
             step(x, y)

@@ -5,13 +5,15 @@ Configuration (the published reference reaches a validation loss of about 1.88 a
 to the token embedding, AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1, warmup 100 then cosine
 to 1e-4 over 2000 iterations, dropout 0, gradient clipping at 1.0; 90/10 split of the corpus.
 
-It prints gradflow's validation loss at 2000 iterations (mean over 200 fixed batches) and, for
-throughput, times both engines on the same batches in alternating rounds, taking medians.
+It prints first what the figures depend on (machine.py: the processor, numpy's BLAS with its kernels
+and threads, numba's loops or numpy's kernels, and the matmul floor in GFLOP/s), then gradflow's
+validation loss at 2000 iterations (mean over 200 fixed batches) and, for throughput, times both
+engines on the same batches in alternating rounds, taking medians.
 
     python benchmarks/train_char_gpt.py                   # full run + throughput, default threads
     python benchmarks/train_char_gpt.py --threads 1       # one BLAS / torch thread
     python benchmarks/train_char_gpt.py --skip-train      # throughput only
-    python benchmarks/train_char_gpt.py --skip-train --floor   # and the step's matrix products alone
+    python benchmarks/train_char_gpt.py --skip-train --floor   # and the floor's share of each step
 
 Data parallelism (the batch shared out among processes) is measured by bench_distributed.py.
 """
@@ -36,7 +38,9 @@ parser.add_argument("--profile", action="store_true", help="print gradflow's tim
 parser.add_argument("--decode", action="store_true", help="generate's tokens/s with and without the KV cache")
 parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
-parser.add_argument("--floor", action="store_true", help="the step's matrix products alone: the step's floor")
+parser.add_argument(
+    "--floor", action="store_true", help="also time the matmul floor in the rounds: its share of each step"
+)
 parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
 args = parser.parse_args()
@@ -45,12 +49,11 @@ if args.threads:  # must be set before numpy loads its BLAS
         os.environ[var] = str(args.threads)
 
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_info  # noqa: E402
+from machine import header, matmul_floor, step_products  # noqa: E402  (beside this file)
 from torch_gpt import torch_training_step  # noqa: E402  (beside this file)
 
 import gradflow as gf  # noqa: E402
 from gradflow.engine.kernels import fast_unless_chosen  # noqa: E402
-from gradflow.fast.compiled import describe as describe_kernels  # noqa: E402
 from gradflow.fast.memory import tune_malloc  # noqa: E402
 from gradflow.models.gpt import GPT, GPTConfig  # noqa: E402
 from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E402
@@ -189,48 +192,6 @@ def sweep():
     print("drew out/sweep.png")
 
 
-def step_products(vocab_size):
-    """The (a, b) operand shapes of every matrix product in a training step of the baby GPT, forward and
-    backward: each linear layer's y = x W^T, dx = dy W, dW = dy^T x on the B T rows, and attention's
-    S = q k^T, y = A v and their four gradients on each (batch, head)."""
-    n, d, heads = BATCH * BLOCK, MODEL["n_embd"], MODEL["n_head"]
-    layer = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]  # qkv, output projection, MLP up and down
-    linears = layer * MODEL["n_layer"] + [(d, vocab_size)]  # and the head, tied to the embedding
-    products = []
-    for i, o in linears:
-        products += [((n, i), (i, o)), ((n, o), (o, i)), ((o, n), (n, i))]
-    bh, t, hs = BATCH * heads, BLOCK, d // heads
-    attention = [((bh, t, hs), (bh, hs, t)), ((bh, t, t), (bh, t, hs))]  # S = q k^T, y = A v
-    attention += [((bh, t, t), (bh, t, hs)), ((bh, t, hs), (bh, hs, t))]  # dv = A^T dy, dA = dy v^T
-    attention += [((bh, t, t), (bh, t, hs)), ((bh, t, t), (bh, t, hs))]  # dq = dS k, dk = dS^T q
-    return products + attention * MODEL["n_layer"]
-
-
-def matmul_floor(vocab_size):
-    """A step of the step's matrix products alone (float32, numpy's BLAS), timed as an engine: the time
-    a training step cannot go below. Returns (GFLOP per step, step)."""
-    rng = np.random.default_rng(0)
-    operands = [tuple(rng.standard_normal(s, dtype=np.float32) for s in pair) for pair in step_products(vocab_size)]
-    outs = [np.empty(a.shape[:-1] + b.shape[-1:], np.float32) for a, b in operands]
-
-    def step(x, y):
-        for (a, b), out in zip(operands, outs):
-            np.matmul(a, b, out=out)
-
-    return sum(2 * a.size * b.shape[-1] for a, b in operands) / 1e9, step
-
-
-def describe_blas():
-    """numpy's BLAS, which kernels and how many threads: the context of every figure. An
-    OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own choice for the CPU."""
-    blas = [f"{i['internal_api']} {i['version']}, {i.get('architecture')} kernels, {i['num_threads']} threads"
-            for i in threadpool_info() if i["user_api"] == "blas"]  # fmt: skip
-    forced = os.environ.get("OPENBLAS_CORETYPE")
-    return f"numpy's BLAS: {'; '.join(blas) or 'unknown'}" + (
-        f" (chosen by OPENBLAS_CORETYPE={forced} in the environment)" if forced else ""
-    )
-
-
 def settle():
     """Wait until the other engine's threads are idle before timing one: after a matrix product
     OpenBLAS's threads spin for about 0.1 s, and a round timed during that spin runs on a core
@@ -272,7 +233,7 @@ def main():
         return 0
     print(f"tiny shakespeare: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
           f"vocabulary {tokenizer.vocab_size}; threads: {args.threads or 'default'}")  # fmt: skip
-    print(describe_blas() + f"; gradflow's kernels: {describe_kernels()} (GRADFLOW_KERNELS, GRADFLOW_NUMBA)")
+    print("\n".join(header(step_products(BATCH, BLOCK, MODEL, tokenizer.vocab_size))), flush=True)
     if not args.skip_train:
         gf.manual_seed(args.seed)
         model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, **MODEL))
@@ -320,7 +281,7 @@ def main():
     rng = np.random.default_rng(0)
     batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
     if args.floor:  # timed in the same rounds as the engines, so that a machine's load counts alike
-        gflop, engines[FLOOR] = matmul_floor(tokenizer.vocab_size)
+        gflop, engines[FLOOR] = matmul_floor(step_products(BATCH, BLOCK, MODEL, tokenizer.vocab_size))
     seconds = alternate(engines, batches, args.rounds, warmup=3)
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
