@@ -4,7 +4,7 @@ Each file's docstring names the plain op it replaces, what it changes and why, a
 was measured to save (benchmarks/kernels.py); tests/test_fast_kernels.py checks each one against
 its plain op, value and gradient. gradflow/engine/kernels.py chooses the tier (fast unless asked).
 
-Some kernels run compiled loops (loops.py, numba, the `fast` extra; compiled.py loads them on
+Some kernels run compiled loops (loops.py, numba, where it has a wheel; compiled.py loads them on
 first use, and where numba is absent those kernels run their numpy forms).
 
 A kernel stays here only if it pays in a whole training step: what was measured and removed, and why,
