@@ -5,7 +5,9 @@ ranges, seeds, generators of one's own and gradflow's, and interleaved calls; an
 makemore lecture's first numbers as torch printed them once, so the stream is pinned everywhere.
 """
 
+import contextlib
 import json
+import os
 import platform
 from fractions import Fraction
 from pathlib import Path
@@ -15,13 +17,21 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import gradflow as gf
-from gradflow.engine import box_muller
+from gradflow.engine import box_muller, rng
 from gradflow.engine.mt19937 import MT19937
+from gradflow.fast import compiled
 from gradflow.fast import mt19937 as fast_mt19937
 
 SEEDS = [0, 42, 2147483647, 2**64 - 12345]  # the last beyond 32 bits: its low 32 seed the twister
 SIZES = [1, 15, 16, 17, 1000]
 FLOATS = ["float32", "float64"]
+
+
+@pytest.fixture(params=["plain", "fast"])
+def tier(request):
+    """Each test that takes it runs in both tiers: the plain draws and the fast tier's (gradflow/fast/mt19937.py)."""
+    with gf.use_kernels(request.param):
+        yield request.param
 
 
 def both(torch, seed):
@@ -39,7 +49,7 @@ def equal(ours, theirs):
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n", SIZES)
-def test_rand_and_randn_are_pytorchs(torch, seed, dtype, n):
+def test_rand_and_randn_are_pytorchs(torch, tier, seed, dtype, n):
     g, t = both(torch, seed)
     for _ in range(2):  # the second time from where the first left the stream (and randn's kept value)
         equal(
@@ -51,7 +61,7 @@ def test_rand_and_randn_are_pytorchs(torch, seed, dtype, n):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_ten_thousand_normals_and_uniforms_of_every_kind_agree(torch, dtype):
+def test_ten_thousand_normals_and_uniforms_of_every_kind_agree(torch, tier, dtype):
     """Normals with a mean and a scale (a fused multiply-add in PyTorch's kernels), in blocks and one at a
     time, and uniforms on a range that is not a power of two: 10,000 of each, all equal."""
     g, t = both(torch, 7)
@@ -73,7 +83,7 @@ RANGES = [(0, 10), (-5, 5), (0, 27), (0, 2**28 - 1), (0, 2**28), (3, 2**33), (-(
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("low", "high"), RANGES)
-def test_randint_is_pytorchs_below_and_above_32_bits(torch, seed, low, high):
+def test_randint_is_pytorchs_below_and_above_32_bits(torch, tier, seed, low, high):
     g, t = both(torch, seed)
     for n in (1, 17, 300):
         equal(gf.randint(low, high, (n,), generator=g), torch.randint(low, high, (n,), generator=t))
@@ -83,7 +93,7 @@ def test_randint_is_pytorchs_below_and_above_32_bits(torch, seed, low, high):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_randperm_is_pytorchs(torch, seed):
+def test_randperm_is_pytorchs(torch, tier, seed):
     g, t = both(torch, seed)
     for n in (0, 1, 2, 15, 16, 17, 1000):
         equal(gf.randperm(n, generator=g), torch.randperm(n, generator=t))
@@ -124,7 +134,7 @@ def test_bernoulli_and_dropout_are_pytorchs(torch, dtype):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_interleaved_calls_advance_the_stream_as_pytorchs(torch, seed):
+def test_interleaved_calls_advance_the_stream_as_pytorchs(torch, tier, seed):
     """gradflow's own generator after manual_seed, every kind of draw one after another: each starts where
     the last left off, and one normal kept from a one-at-a-time pair is used by the next such draw."""
     calls = [
@@ -148,7 +158,7 @@ def test_a_generator_of_ones_own_leaves_gradflows_alone(torch):
     assert gf.Generator().initial_seed() == torch.Generator().initial_seed()
 
 
-def test_nn_init_and_layers_draw_pytorchs_weights(torch):
+def test_nn_init_and_layers_draw_pytorchs_weights(torch, tier):
     """Linear's PyTorch initialisation (kaiming_uniform_ with a = sqrt(5), then the bias), Embedding's
     N(0, 1), and nn.init's functions, after the same seed."""
     for seed in (0, 42):
@@ -188,7 +198,7 @@ def test_shuffled_batches_are_pytorchs(torch):
         equal(gf.rand(3), torch.rand(3))
 
 
-def test_state_round_trips_through_json(torch):
+def test_state_round_trips_through_json(torch, tier):
     """get_state mid-block with a kept normal, through JSON and set_state: the same draws as PyTorch's."""
     g, t = both(torch, 99)
     equal(gf.randn(3, generator=g), torch.randn(3, generator=t))  # one normal kept
@@ -225,14 +235,68 @@ def test_the_makemore_lectures_first_numbers_without_torch():
                                                                    -0.34197618885023745]  # fmt: skip
 
 
-def test_the_compiled_twister_draws_the_plain_ones_words():
-    """gradflow/fast's draw_words (numpy's compiled MT19937) gives the words, block and position of the
-    plain numpy twist, for draws shorter and longer than its threshold and across blocks."""
-    plain, fast = MT19937(5), MT19937(5)
-    for n in [1, 620, 5, 3000, 0, 624, 10_000, 7, 4992, 4991]:
-        assert_array_equal(fast_mt19937.draw_words(fast, n), plain.words(n))
-        assert fast.next == plain.next
-        assert_array_equal(fast.block, plain.block)
+def test_a_hundred_thousand_normals_agree_to_the_last_bit(torch, tier):
+    """Enough float32 normals that every octant of the sine, both forms of the log's argument and the
+    rare sums that fall halfway between two floats come up, with and without a mean and a scale."""
+    for dtype in FLOATS:
+        g, t = both(torch, 123)
+        equal(gf.randn(100_000, generator=g, dtype=getattr(gf, dtype)),
+              torch.randn(100_000, generator=t, dtype=getattr(torch, dtype)))  # fmt: skip
+        equal(gf.empty(100_003, dtype=getattr(gf, dtype)).normal_(-0.7, 0.02, generator=g),
+              torch.empty(100_003, dtype=getattr(torch, dtype)).normal_(-0.7, 0.02, generator=t))  # fmt: skip
+
+
+@contextlib.contextmanager
+def fast_form(form):
+    """The fast tier's kernels as numba's loops ("compiled": skipped without numba, a failure when
+    GRADFLOW_REQUIRE_NUMBA=1) or as their numpy forms ("numpy", as where numba is not installed)."""
+    if form == "numpy":
+        with compiled.numpy_only():
+            yield
+        return
+    if compiled.loops() is None:
+        if os.environ.get("GRADFLOW_REQUIRE_NUMBA") == "1":
+            pytest.fail("GRADFLOW_REQUIRE_NUMBA=1, and the compiled loops did not load")
+        pytest.skip("numba's loops did not load")
+    yield
+
+
+def uniforms(dtype, n, seed):
+    """n uniforms of dtype drawn from the stream, with the extremes 0 and the largest below 1 among them
+    (1 - u is then 1 and the smallest step: both ends of the log's argument)."""
+    g = gf.Generator().manual_seed(seed)
+    u = g.uniform24(n) if dtype == np.float32 else g.uniform53(n)
+    u[:: max(n // 7, 1)] = 0
+    u[3 :: max(n // 5, 1)] = 1 - np.finfo(dtype).epsneg
+    return u
+
+
+@pytest.mark.parametrize("form", ["compiled", "numpy"])
+def test_each_fast_kernel_gives_its_plain_functions_numbers(form):
+    """gradflow/fast/mt19937.py's kernels against the plain functions they replace, bit for bit: the words
+    (with the block and position they leave, for draws shorter and longer than a block, one after
+    another), float64 uniforms, randperm's swaps, u (high - low) + low, and the normals' blocks, over seeds,
+    sizes (whole blocks of 16 and a rest) and both float dtypes, with and without a mean and a scale."""
+    with fast_form(form):
+        plain, fast = MT19937(5), MT19937(5)
+        for n in [1, 620, 5, 3000, 0, 624, 10_000, 7, 4992, 4991]:
+            assert_array_equal(fast_mt19937.draw_words(fast, n), plain.words(n), strict=True)
+            assert fast.next == plain.next
+            assert_array_equal(fast.block, plain.block)
+        for seed in (0, 9):
+            words = MT19937(seed).words(2 * 1003)
+            assert_array_equal(fast_mt19937.uniform53(words), rng.uniform53(words), strict=True)
+            for n in (1, 2, 17, 1000):
+                offsets = words[: n - 1].astype(np.int64) % np.arange(n, 1, -1)
+                assert_array_equal(fast_mt19937.forward_swaps(offsets), rng.forward_swaps(offsets), strict=True)
+            for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+                for n in (16, 17, 1000, 4099):
+                    u = uniforms(dtype, n, seed)
+                    for mean, std in [(0.0, 1.0), (0.3, 2.5), (-1.5, 0.02)]:
+                        ours = fast_mt19937.block_normals(u, mean, std, dtype)
+                        assert_array_equal(ours, box_muller.block_normals(u, mean, std, dtype), strict=True)
+                        b, c = dtype.type(std), dtype.type(mean)
+                        assert_array_equal(fast_mt19937.fma(u, b, c), box_muller.fma(u, b, c), strict=True)
 
 
 def test_a_bad_seed_is_one_line():

@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from gradflow.engine.kernels import kernel
+
 f32 = np.float32
 
 
@@ -86,13 +88,15 @@ def scalar(gen, n, mean, std):
 def blocks(gen, n, mean, std, dtype):
     """n >= 16 draws in blocks of 16 (PyTorch's normal_fill), dtype float32 or float64."""
     uniform = gen.uniform24 if dtype == np.float32 else gen.uniform53
-    out = _block_normals(uniform(n), mean, std, dtype)
+    out = kernel(block_normals)(uniform(n), mean, std, dtype)
     if n % 16:
-        out[-16:] = _block_normals(uniform(16), mean, std, dtype)
+        out[-16:] = kernel(block_normals)(uniform(16), mean, std, dtype)
     return out
 
 
-def _block_normals(u, mean, std, dtype):
+def block_normals(u, mean, std, dtype):
+    """The normals of the whole blocks of 16 in the uniforms u (the first 8 of a block give u1, the last 8
+    u2; z1 fills the first half and z2 the second), and u's last len(u) mod 16 values as they are."""
     whole = len(u) // 16 * 16
     out = u.copy()
     d = u[:whole].reshape(-1, 2, 8)
@@ -118,12 +122,12 @@ def normals32(u1, u2, mean, std):
 
 
 # Cephes' float32 constants, as sse_mathfun writes them
-_LOG_P = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+LOG_P = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
           -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1]  # fmt: skip
-_LOG_Q1, _LOG_Q2 = f32(-2.12194440e-4), f32(0.693359375)  # log 2 in two parts: q2 exact, q1 the rest
-_PI_4_PARTS = [f32(-0.78515625), f32(-2.4187564849853515625e-4), f32(-3.77489497744594108e-8)]  # -pi/4
-_SIN_P = [f32(-1.9515295891e-4), f32(8.3321608736e-3), f32(-1.6666654611e-1)]
-_COS_P = [f32(2.443315711809948e-5), f32(-1.388731625493765e-3), f32(4.166664568298827e-2)]
+LOG_Q1, LOG_Q2 = f32(-2.12194440e-4), f32(0.693359375)  # log 2 in two parts: q2 exact, q1 the rest
+PI_4_PARTS = [f32(-0.78515625), f32(-2.4187564849853515625e-4), f32(-3.77489497744594108e-8)]  # -pi/4
+SIN_P = [f32(-1.9515295891e-4), f32(8.3321608736e-3), f32(-1.6666654611e-1)]
+COS_P = [f32(2.443315711809948e-5), f32(-1.388731625493765e-3), f32(4.166664568298827e-2)]
 
 
 def log_cephes(x):
@@ -136,12 +140,12 @@ def log_cephes(x):
     f = m - f32(1) + np.where(small, m, f32(0))  # m in [0.5, sqrt(1/2)): use 2m - 1, one less in e
     e = e - small.astype(f32)
     f2 = f * f
-    poly = np.full_like(f, f32(_LOG_P[0]))
-    for p in _LOG_P[1:]:
+    poly = np.full_like(f, f32(LOG_P[0]))
+    for p in LOG_P[1:]:
         poly = fma(poly, f, f32(p))
-    y = fma(poly * f, f2, e * _LOG_Q1)  # f^3 P(f) + e q1
+    y = fma(poly * f, f2, e * LOG_Q1)  # f^3 P(f) + e q1
     y = fma(f2, f32(-0.5), y)
-    return fma(e, _LOG_Q2, f + y)
+    return fma(e, LOG_Q2, f + y)
 
 
 def sincos_cephes(x):
@@ -150,15 +154,15 @@ def sincos_cephes(x):
     j = (x * f32(4 / math.pi)).astype(np.int32)
     j = (j + 1) & ~1
     y = j.astype(f32)
-    for part in _PI_4_PARTS:
+    for part in PI_4_PARTS:
         x = fma(y, part, x)
     z = x * x
-    cos_poly = np.full_like(x, _COS_P[0])
-    for p in _COS_P[1:]:
+    cos_poly = np.full_like(x, COS_P[0])
+    for p in COS_P[1:]:
         cos_poly = fma(cos_poly, z, p)
     cos_poly = fma(cos_poly * z, z, -(z * f32(0.5))) + f32(1)  # 1 - z/2 + z^2 C(z)
-    sin_poly = np.full_like(x, _SIN_P[0])
-    for p in _SIN_P[1:]:
+    sin_poly = np.full_like(x, SIN_P[0])
+    for p in SIN_P[1:]:
         sin_poly = fma(sin_poly, z, p)
     sin_poly = fma(sin_poly * z, x, x)  # x + x z S(z)
     swap = (j & 2) != 0  # octants where sin and cos trade polynomials

@@ -52,8 +52,23 @@ def seed_arg(op, seed):
 
 def draw_words(stream, n):
     """The next n words of an MT19937 stream, twisting block after block with numpy ops (gradflow/fast
-    draws them with numpy's own compiled MT19937: the same words)."""
+    draws the same words with a compiled loop, or numpy's own compiled MT19937)."""
     return stream.words(n)
+
+
+def uniform53(words):
+    """float64 uniforms in [0, 1) from pairs of words: (W mod 2^53) 2^-53 for each 64-bit draw W (the first
+    word high)."""
+    w = words.astype(np.uint64)
+    return (((w[0::2] << np.uint64(32)) | w[1::2]) & np.uint64(2**53 - 1)).astype(np.float64) * 2.0**-53
+
+
+def forward_swaps(offsets):
+    """0 .. n-1 (n = len(offsets) + 1), then for i = 0 .. n-2 the swap of places i and i + offsets[i]."""
+    order = list(range(len(offsets) + 1))
+    for i, z in enumerate(offsets.tolist()):
+        order[i], order[i + z] = order[i + z], order[i]
+    return np.array(order, dtype=np.int64)
 
 
 class Generator:
@@ -110,14 +125,14 @@ class Generator:
 
     def uniform53(self, n):
         """n float64 uniforms in [0, 1): 53 bits of a 64-bit draw each."""
-        return (self.words64(n) & np.uint64(2**53 - 1)).astype(np.float64) * 2.0**-53
+        return kernel(uniform53)(self.words(2 * n))
 
     def uniform(self, shape, dtype, low=0.0, high=1.0):
         """Uniform draws in [low, high) of dtype: low + u (high - low), in dtype."""
         dtype = np.dtype(dtype)
         u = self.uniform24(_count(shape)) if dtype == np.float32 else self.uniform53(_count(shape)).astype(dtype)
         if (low, high) != (0, 1):  # u (high - low) + low rounded once, as PyTorch's compiled kernel
-            u = box_muller.fma(u, dtype.type(high) - dtype.type(low), dtype.type(low))
+            u = kernel(box_muller.fma)(u, dtype.type(high) - dtype.type(low), dtype.type(low))
         return u.reshape(shape)
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
@@ -128,19 +143,17 @@ class Generator:
 
     def integers(self, low, high, shape, dtype=np.int64):
         """Integers drawn uniformly from [low, high): low + w mod (high - low), with 64-bit w from 2^28 on."""
-        span = high - low
-        w = self.words64(_count(shape)) if span >= 2**28 else self.words(_count(shape)).astype(np.uint64)
-        return ((w % np.uint64(span)).astype(np.int64) + low).astype(dtype).reshape(shape)
+        span, n = high - low, _count(shape)
+        offset = self.words64(n) % np.uint64(span) if span >= 2**28 else self.words(n) % np.uint32(span)
+        return (offset.astype(np.int64) + low).astype(dtype).reshape(shape)
 
     def permutation(self, n):
         """0 .. n-1 shuffled as PyTorch's randperm: swap i with i + w_i mod (n - i), i = 0 .. n-2 (from n
         = 2^32 / 20 on, where a 32-bit w would favour small offsets, inside out with 64-bit draws)."""
         if n < (2**32 - 1) // 20:
-            order = list(range(n))
-            offsets = (self.words(max(n - 1, 0)).astype(np.int64) % np.arange(n, 1, -1)).tolist()
-            for i, z in enumerate(offsets):
-                order[i], order[i + z] = order[i + z], order[i]
-            return np.array(order, dtype=np.int64)
+            if n == 0:
+                return np.empty(0, np.int64)
+            return kernel(forward_swaps)(self.words(n - 1).astype(np.int64) % np.arange(n, 1, -1))
         order = np.empty(n, np.int64)
         for i, w in enumerate(self.words64(n).tolist()):
             z = w % (i + 1)

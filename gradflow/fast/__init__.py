@@ -11,13 +11,17 @@ A kernel stays here only if it pays in a whole training step: what was measured 
 is in docs/benchmarks.md ("Tried and removed").
 """
 
-from gradflow.engine import ops, rng
+from gradflow.engine import box_muller, ops, rng
 from gradflow.fast import adam, attention, compiled_norm, embedding, gelu, gelu_erf, mt19937
 from gradflow.optim import adam as plain_adam
 
 REPLACES = {
     plain_adam.adam_step: adam.adam_step,  # not an op: the optimizer's step, asked for by kernel() as the ops are
     rng.draw_words: mt19937.draw_words,  # not an op either: the random generator's words
+    rng.uniform53: mt19937.uniform53,  # and the words turned into numbers (engine/rng.py, engine/box_muller.py)
+    rng.forward_swaps: mt19937.forward_swaps,
+    box_muller.fma: mt19937.fma,
+    box_muller.block_normals: mt19937.block_normals,
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,
