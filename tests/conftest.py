@@ -78,6 +78,17 @@ def checkpoint(tmp_path, data, capsys):
     return out / "ckpt.npz"
 
 
+@pytest.fixture(scope="session")
+def run_200(tmp_path_factory):
+    """The folder of a 200-step `gradflow train` run evaluated every 50 steps, with its weight snapshots, for
+    the explorer's tests to read (never to change): one run for them all."""
+    folder = tmp_path_factory.mktemp("run_200")
+    data = folder / "tiny.txt"
+    data.write_text(CORPUS)
+    assert train(folder / "run", data, "--max-iters", "200", "--eval-interval", "50") == 0
+    return folder / "run"
+
+
 @pytest.fixture(scope="module")
 def mpi():
     """The start of a command running two ranks: [mpiexec, -n, 2]; skipped where MPI is missing, a failure

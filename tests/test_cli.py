@@ -49,7 +49,7 @@ def test_train_then_generate_from_the_shell(tmp_path, capsys):
     assert main([*argv, "--out-dir", str(out), "--sample-tokens", "10"]) == 0
     printed = capsys.readouterr().out
     assert "--- sample at step 3 ---" in printed and "done at step 6: val loss" in printed
-    assert {p.name for p in out.iterdir()} == {"ckpt.npz", "metrics.jsonl", "loss.png"}
+    assert {p.name for p in out.iterdir()} == {"ckpt.npz", "metrics.jsonl", "loss.png", "snapshots"}
     assert main(["train", "--resume", "--out-dir", str(out), "--max-iters", "8", "--sample-tokens", "0"]) == 0
     assert "at step 8" in capsys.readouterr().out
     assert main(["generate", "--checkpoint", str(out), "--prompt", "to be", "--max-new-tokens", "12"]) == 0

@@ -251,21 +251,47 @@ def test_cli_refuses_to_replace_a_file(tmp_path, capsys):
     assert command(["--toy", "-o", str(path), "--force"], capsys)[0] == 0
 
 
-def test_cli_checkpoint_with_its_training_metrics(tmp_path, capsys):
-    from gradflow.cli.main import main
-
-    data = tmp_path / "tiny.txt"
-    data.write_text("to be or not to be, that is the question. " * 20)
-    run = tmp_path / "run"
-    flags = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2"]
-    flags += ["--eval-iters", "1", "--sample-tokens", "0", "--max-iters", "4", "--eval-interval", "2"]
-    assert main(["train", "--data", str(data), *flags, "--out-dir", str(run)]) == 0
-    capsys.readouterr()
+def test_cli_checkpoint_shows_a_200_step_runs_snapshots_change_under_the_runs_name(run_200, tmp_path, capsys):
+    """`gradflow train` for 200 steps, evaluated every 50, keeps weight snapshots at each evaluation and every 20
+    steps (training/snapshots.py); the page scrubs through them, each one's change since the one before
+    measured, and names the run by its folder, never by the absolute path it was given."""
     path = tmp_path / "run.html"
-    code, out, err = command(["--checkpoint", str(run), "--prompt", "to be or", "-o", str(path)], capsys)
+    code, out, err = command(["--checkpoint", str(run_200), "--prompt", "to be or", "-o", str(path)], capsys)
     assert code == 0, err
     text = path.read_text(encoding="utf-8")
-    training = json.loads(re.search(r'id="gf-data">(.*?)</script>', text, re.S).group(1))["training"]
-    assert [e["step"] for e in training["evals"]] == [0, 2, 4]
-    assert "blocks.0" in training["evals"][-1]["blocks"]
-    assert training["weight"].startswith("blocks.0.") and [s["step"] for s in training["snapshots"]] == [4]
+    data = json.loads(re.search(r'id="gf-data">(.*?)</script>', text, re.S).group(1))
+    training = data["training"]
+    assert [e["step"] for e in training["evals"]] == [0, 50, 100, 150, 200] and "blocks.0" in training["evals"][-1][
+        "blocks"
+    ]
+    assert all(isinstance(e["val_loss"], float) for e in training["evals"])  # the validation curve's points
+    assert training["weight"] == "blocks.0.attn.q_proj.weight" and training["held"] is None
+    shots = training["snapshots"]
+    assert [s["step"] for s in shots] == sorted({*range(0, 201, 20), 50, 150})
+    assert shots[0]["change"] is None
+    for before, after in zip(shots, shots[1:]):
+        change = np.array(after["change"]["values"])
+        assert after["moved"] > 0 and np.abs(change).max() > 0
+        np.testing.assert_allclose(np.array(after["heat"]["values"]) - before["heat"]["values"], change, atol=2e-4)
+    assert data["title"] == "run: \u201cto be or\u201d" and training["run"] == "run"
+    assert str(run_200.parent) not in text and "'" not in data["title"]
+
+
+def test_cli_checkpoint_names_a_parameter_its_snapshots_do_not_hold(tmp_path, capsys, monkeypatch):
+    """A larger model's snapshots hold one matrix: another --weight is shown at the checkpoint's step, and the
+    page says which one the snapshots hold."""
+    from gradflow.cli.main import main
+    from gradflow.training import snapshots
+
+    monkeypatch.setattr(snapshots, "WHOLE", 100)
+    data = tmp_path / "tiny.txt"
+    data.write_text("to be or not to be, that is the question. " * 20)
+    flags = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--batch-size", "2"]
+    flags += ["--eval-iters", "1", "--sample-tokens", "0", "--max-iters", "4"]
+    assert main(["train", "--data", str(data), *flags, "--out-dir", str(tmp_path / "run")]) == 0
+    path = tmp_path / "run.html"
+    checkpoint = ["--checkpoint", str(tmp_path / "run" / "ckpt.npz"), "--prompt", "to be", "-o", str(path)]
+    assert command([*checkpoint, "--weight", "wte.weight"], capsys)[0] == 0
+    training = json.loads(re.search(r'id="gf-data">(.*?)</script>', path.read_text(), re.S).group(1))["training"]
+    assert [s["step"] for s in training["snapshots"]] == [4]
+    assert training["held"] == "the run's snapshots hold blocks.0.attn.q_proj.weight, not wte.weight"

@@ -333,6 +333,8 @@ def test_the_tour_runs_from_its_first_caption_to_its_last(browser, toy, gpt, whi
         if k < len(stops) - 1:
             opened.tab.click("#tour-next")
     assert opened.tab.is_disabled("#tour-next") and len(set(captions)) == len(captions) and len(heights) == 1
+    colour = "el => getComputedStyle(el).backgroundColor"
+    assert opened.tab.eval_on_selector("#tour-next", colour) != opened.tab.eval_on_selector("#tour-start", colour)
     assert not any(re.search(r"\bloss loss\b", c) for c in captions)
     assert "backward" in " ".join(captions).lower() and "gradient of the weight" in captions[-1]
     opened.tab.keyboard.press("Escape")  # leave the tour, explore freely from here
@@ -381,11 +383,13 @@ def test_a_long_runs_training_tab_draws_with_nan_as_gaps(browser, tmp_path):
     losses = [{"step": s, "loss": float("nan") if s == 100 else 4.5 * 0.99 ** (s / 1000)} for s in range(1, 150_001)]
     blocks = {"emb": {"grad_norm": 1.0, "update_ratio": 1e-3}, "blocks.0": {"grad_norm": 2.0, "update_ratio": 1e-3}}
     evals = [{"step": s, "train_loss": 4.0, "val_loss": 4.1, "blocks": blocks} for s in range(0, 150_001, 10)]
+    evals[500]["val_loss"] = float("inf")
     training = {"metrics": losses + evals, "snapshots": {}, "source": "out/metrics.jsonl"}
     page = explore(out["loss"], model=model, training=training)
     opened = Opened(browser, page.write(tmp_path / "long.html"), LAPTOP)
     opened.tab.click("#tabs button[data-tab=training]")
-    assert opened.tab.locator(".card.loss polyline").count() == 2  # steps 1-99 and 101-150,000
+    assert opened.tab.locator(".card.loss polyline.train").count() == 2  # steps 1-99 and 101-150,000
+    assert opened.tab.locator(".card.loss polyline.val").count() == 2  # the validation loss, cut at step 5,000
     assert opened.tab.locator(".card.health polyline").count() == 2
     assert "out/metrics.jsonl, line 100: loss is nan" in opened.tab.inner_text("#training")
     opened.tab.locator("#scrub").fill("10")
@@ -435,4 +439,59 @@ def test_every_backward_step_of_every_view_fits_one_laptop_screen(browser, toy, 
             opened.tab.keyboard.press("ArrowRight")
     assert ops == sum(1 for v in views(page) for u in v["steps"] if v["nodes"][u]["kind"] == "op")
     print(f"{which}: {ops} op steps worked; the lowest stage ends at {lowest:.0f} px of {LAPTOP[1]}")
+    assert opened.errors == []
+
+
+def test_the_training_tab_scrubs_through_weight_snapshots_beside_a_validation_curve(browser, run_200, tmp_path):
+    """A 200-step run of `gradflow train`, its page at 1366x768: the run's name as the tab's heading, the
+    batch loss and the validation loss as two curves, and the slider moving through the weight snapshots,
+    the weight's map redrawn as it changes, with its change since the snapshot before."""
+    from gradflow.cli.main import main
+
+    path = tmp_path / "run.html"
+    assert main(["explore", "--checkpoint", str(run_200), "--prompt", "to be or", "-o", str(path)]) == 0
+    training = json.loads(re.search(r'id="gf-data">(.*?)</script>', path.read_text(), re.S).group(1))["training"]
+    shots = training["snapshots"]
+    assert len(shots) >= 3
+    opened = Opened(browser, path, LAPTOP)
+    tab = opened.tab
+    tab.click("#tabs button[data-tab=training]")
+    assert tab.inner_text("#run") == "run" and tab.title() == "run: \u201cto be or\u201d"
+    assert tab.locator(".card.loss polyline.train").count() == tab.locator(".card.loss polyline.val").count() == 1
+    assert tab.locator(".card.loss circle.val").count() == 5  # the evaluations at 0, 50, ..., 200
+    assert "validation" in tab.inner_text(".card.loss .keys")
+    for card in (".card.loss", ".card.weight", ".card.health"):  # one screen: the slider and three cards
+        box = tab.locator(card).bounding_box()
+        assert box["y"] + box["height"] <= LAPTOP[1], card
+    pictures = []
+    for k, shot in enumerate(shots[:: len(shots) // 3]):
+        tab.locator("#scrub").fill(str(shot["step"]))  # the slider runs over the steps 0, 1, ..., 200
+        text = tab.inner_text(".card.weight")
+        assert f"snapshot {shots.index(shot) + 1} of {len(shots)}, at step {shot['step']}" in text
+        assert ("Δw since step" in text) == (k > 0) and (k == 0 or f"||Δw|| / ||w|| = {shot['moved']}" in text)
+        pictures.append(tab.evaluate("() => document.querySelector('.card.weight canvas').toDataURL()"))
+    assert len(pictures) >= 3 and len(set(pictures)) == len(pictures)  # the weight's map changes
+    tab.locator("#scrub").fill("130")
+    opened.screenshot("training")
+    assert opened.errors == [] and opened.requests == []
+
+
+def test_attention_maps_are_large_beside_their_labels_and_a_space_has_a_visible_label(browser, tmp_path):
+    gf.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6, 5]])
+    _, loss = model(ids[:, :-1], ids[:, 1:])
+    tokens = ["to", " ", "be", " or", "\n", "", "a", "b"]
+    opened = Opened(browser, explore(loss, model=model, tokens=tokens).write(tmp_path / "gpt.html"), LAPTOP)
+    tab = opened.tab
+    tab.click("#tabs button[data-tab=attention]")
+    label, first = (
+        tab.locator(".grid .label:not(.head)").first.bounding_box(),
+        tab.locator(".grid canvas").first.bounding_box(),
+    )
+    assert first["width"] >= 90 and first["x"] - (label["x"] + label["width"]) <= 12
+    tab.locator(".grid canvas").first.click()
+    rows = tab.locator("table.attn tbody th, table.attn tr:not(:first-child) th").all_inner_texts()
+    heads = tab.locator("table.attn thead th").all_inner_texts()[1:]
+    assert heads == ["to", "\u2423", "be", "\u2423or", "\\n", "\u2205", "a", "b"] and all(r.strip() for r in rows)
     assert opened.errors == []

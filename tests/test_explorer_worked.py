@@ -128,6 +128,22 @@ def test_a_softmax_element_is_its_rows_rule_on_its_numbers():
     assert "s = sum_i g_i y_i = " in "\n".join(item["lines"]) and number(s) in "\n".join(item["lines"])
 
 
+def test_a_tensor_read_twice_is_worked_once_per_read_and_its_shares_summed():
+    """x * x: the op reads x as a and as b; each read is worked under its own name, and the two shares add up
+    to dL/dx = 2 x g, the engine's."""
+    x = gf.tensor([[1.0, -2.0], [3.0, 0.5]], requires_grad=True)
+    g = np.array([[0.5, 1.0], [-1.0, 2.0]])
+    exploration = explored(((x * x) * gf.tensor(g)).sum(), names={x: "x"})
+    graph = exploration.graphs[0]
+    items = exploration.worked(graph, next(op for op in graph.ops if op.name == "mul" and op.inputs[0] is x))
+    lines = [line for item in items for line in item["lines"]]
+    assert len(lines) == len(set(lines)) == 4, lines
+    assert lines[0] == "x is read twice, as a and b: each read sends a share"
+    assert lines[1].startswith("dL/da[1, 0] = g[1, 0] * b") and lines[2].startswith("dL/db[1, 0] = g[1, 0] * a")
+    assert lines[3] == f"dL/dx[1, 0] from this op = dL/da + dL/db = -3 + -3 = {number(x.grad.data[1, 0])}"
+    assert x.grad.data[1, 0] == 2 * 3.0 * -1.0
+
+
 @pytest.mark.parametrize("which", PAGES)
 def test_names_keep_their_digits_close_their_brackets_and_never_name_two_tensors(which):
     with gf.use_kernels("plain"):

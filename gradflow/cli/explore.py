@@ -24,6 +24,7 @@ from gradflow.models.toy import ToyModel
 from gradflow.tools.explore import explore
 from gradflow.training.checkpoint import load_checkpoint
 from gradflow.training.metrics import read_metrics
+from gradflow.training.snapshots import explored, read_snapshot, saved
 
 
 def add_command(subparsers):
@@ -96,15 +97,25 @@ def _prompt_loss(model, tokenizer, prompt, title):
     return dict(root=loss, model=model, names={loss: "loss"}, tokens=tokens, title=title)
 
 
-def _snapshots(directory, weight):
-    """{step: {weight: array}} from every checkpoint file in the run's directory."""
-    shots = {}
-    for path in sorted(Path(directory).glob("*.npz")):
-        ckpt = load_checkpoint(path)
-        key = f"model/{weight}"
-        if key in ckpt.arrays and isinstance(ckpt.meta.get("step"), int):
-            shots[ckpt.meta["step"]] = {weight: ckpt.arrays[key]}
-    return shots
+def _snapshots(directory, weight, ckpt):
+    """{step: {weight: array}} from the run's weight snapshots (training/snapshots.py) and from its checkpoint
+    at the checkpoint's step; and the parameters held by snapshots that do not hold `weight` (None if none)."""
+    shots, others = {}, set()
+    for step, path in saved(directory).items():
+        arrays = read_snapshot(path)
+        if weight in arrays:
+            shots[step] = {weight: arrays[weight]}
+        else:
+            others |= set(arrays)
+    if isinstance(ckpt.meta.get("step"), int) and f"model/{weight}" in ckpt.arrays:
+        shots.setdefault(ckpt.meta["step"], {weight: ckpt.arrays[f"model/{weight}"]})
+    return shots, sorted(others) or None
+
+
+def _run_name(path):
+    """The run's name: its folder's (a checkpoint file's folder), never a path with the user's home in it."""
+    path = Path(path).resolve()
+    return (path if path.is_dir() else path.parent).name or str(path)
 
 
 def _checkpoint(path, prompt, weight):
@@ -112,21 +123,30 @@ def _checkpoint(path, prompt, weight):
     model = model_from_meta(ckpt)
     ckpt.restore(model)
     tokenizer = tokenizer_for(ckpt, model)
-    names = [n for n, p in model.named_parameters() if p.ndim == 2]
-    weight = weight or next((n for n in names if ".0." in n), names[0])
-    if weight not in dict(model.named_parameters()):
-        raise ValueError(f"--weight {weight!r} is not a parameter of the model; for example {names[0]}")
-    directory = Path(path) if Path(path).is_dir() else Path(path).parent
-    metrics = directory / "metrics.jsonl"
-    numbered = read_metrics(metrics, numbered=True)
+    parameters = dict(model.named_parameters())
+    weight = weight or explored(parameters.items())
+    if weight not in parameters:
+        raise ValueError(
+            f"--weight {weight!r} is not a parameter of the model; for example {explored(parameters.items())}"
+        )
+    directory, name = Path(path) if Path(path).is_dir() else Path(path).parent, _run_name(path)
+    numbered = read_metrics(directory / "metrics.jsonl", numbered=True)
+    snapshots, others = _snapshots(directory, weight, ckpt)
     training = {
+        "run": name,
         "metrics": [record for _, record in numbered],
         "lines": [number for number, _ in numbered],  # so that the page names where a NaN came from
-        "source": str(metrics),
-        "snapshots": _snapshots(directory, weight),
+        "source": f"{name}/metrics.jsonl",
+        "snapshots": snapshots,
         "weight": weight,
+        "others": others,
     }
-    return dict(_prompt_loss(model, tokenizer, prompt, f"{directory}: {prompt!r}"), training=training)
+    return dict(_prompt_loss(model, tokenizer, prompt, _titled(name, prompt)), training=training)
+
+
+def _titled(name, prompt):
+    """The page's title: what ran, and on which text (in quotes, as typed)."""
+    return f"{name}: \u201c{prompt}\u201d"
 
 
 def run(args):
@@ -140,7 +160,7 @@ def run(args):
         elif args.model == "smollm2":
             print("loading SmolLM2-135M-Instruct ...", file=sys.stderr, flush=True)
             model, tokenizer = smollm2_instruct()
-            what = _prompt_loss(model, tokenizer, args.prompt, f"SmolLM2-135M-Instruct: {args.prompt!r}")
+            what = _prompt_loss(model, tokenizer, args.prompt, _titled("SmolLM2-135M-Instruct", args.prompt))
         else:
             what = _small(args.model, args.n_layer)
         page = explore(max_decompositions=args.max_decompositions, **what)

@@ -10,6 +10,8 @@ view, puts step mode on the node (or selects it) and shows the caption. The lear
 at any stop and explores from there.
 """
 
+import math
+
 import numpy as np
 
 LR = 0.1  # the learning rate of the update the last stop works out
@@ -55,7 +57,8 @@ def _does(views, i, uid):
 
 
 def _update(weight):
-    """The SGD update of a weight's first number, or of its norm when its numbers are not written out."""
+    """The SGD update of a weight's number of largest gradient (of its norm when its numbers are not written
+    out): w - lr g, the product lr g written, every number to the decimal place that shows the change."""
     data, grad = weight["data"], weight["grad"]
     if grad is None:
         return "It got no gradient."
@@ -63,11 +66,19 @@ def _update(weight):
         k = max(range(len(grad["values"])), key=lambda i: abs(grad["values"][i]))
         w, g = data["values"][k], grad["values"][k]
         at = ", ".join(str(int(i)) for i in np.unravel_index(k, weight["shape"]))
+        step = LR * g
+        places = _places(w, step)
         return (
             f"An SGD step w <- w - {LR} dL/dw moves {weight['title']}[{at}], the number with the largest "
-            f"gradient, from {w:.4g} to {w:.4g} - {LR} * {g:.4g} = {w - LR * g:.4g}."
+            f"gradient, from {w:.{places}f} to {w:.{places}f} - {LR} * {g:.4g} = {w:.{places}f} - {step:.{places}f} "
+            f"= {w - step:.{places}f}."
         )
     return f"An SGD step w <- w - {LR} dL/dw moves it by {LR} * {grad['stats']['norm']:.4g} in norm."
+
+
+def _places(*numbers):
+    """Decimal places that show 4 significant digits of each number (and so the step between them)."""
+    return min(12, max([4] + [3 - math.floor(math.log10(abs(v))) for v in numbers if v]))
 
 
 def tour(views):

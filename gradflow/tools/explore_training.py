@@ -1,11 +1,15 @@
 """The explorer's training scrub: a run's metrics and weight snapshots, step by step.
 
     training = {"metrics": [records of metrics.jsonl], "snapshots": {step: {name: array}}, "weight": name,
-                "source": "out/metrics.jsonl", "lines": [the line of each record]}      (the last two optional)
+                "run": the run's name, "source": "out/metrics.jsonl", "lines": [the line of each record],
+                "others": [the parameters snapshots hold, when they do not hold `weight`]}  (the last four optional)
 
-The page's slider moves over the steps the metrics name; at each it shows the loss so far, each
-block's gradient norm and update size (||delta w|| / ||w||) from the evaluation at or before it, and
-the chosen weight matrix in the snapshot at or before it, with its change since the previous one.
+The page's slider moves over the steps the metrics and snapshots name; at each it shows the batch loss
+and the validation loss of the evaluations so far, each block's gradient norm and update size
+(||delta w|| / ||w||) from the evaluation at or before it, and the chosen weight matrix in the snapshot
+at or before it, with its change since the previous one. `gradflow train` keeps the snapshots
+(gradflow/training/snapshots.py: every learning parameter of a small model, the explored matrix of a
+larger one, at each evaluation and every tenth of the run).
 
 A long run logs a record per step: 150,000 of them would make a page of megabytes that draws no
 faster than a few thousand, a pixel's width holding dozens of steps. So the curves are thinned to
@@ -64,17 +68,28 @@ def training_data(training):
         if weight not in snapshots[step]:
             raise ValueError(f"explore: the snapshot of step {step} has no parameter {weight!r}")
         w = np.asarray(snapshots[step][weight], dtype=np.float64)
-        change = None if previous is None else heat(w - previous)
-        shots.append({"step": int(step), "heat": heat(w), "stats": stats(w), "change": change})
+        shot = {"step": int(step), "heat": heat(w), "stats": stats(w), "change": None}
+        if previous is not None:  # the change since the snapshot before, and its size ||delta w|| / ||w||
+            shot["change"], shot["moved"] = heat(w - previous), _relative(w - previous, previous)
+        shots.append(shot)
         previous = w
     notes = found[:NOTES] + ([f"and {len(found) - NOTES} more"] if len(found) > NOTES else [])
+    others = training.get("others")
     return {
+        "run": training.get("run"),
         "losses": thinned(losses, lambda p: p[1]),
         "evals": thinned(evals, lambda e: e.get("val_loss")),
         "weight": weight,
         "snapshots": shots,
+        "held": f"the run's snapshots hold {', '.join(others)}, not {weight}" if others else None,
         "notes": notes,
     }
+
+
+def _relative(change, w):
+    """||change|| / ||w||, with the page's digits (None where w is 0)."""
+    size = float(np.linalg.norm(w))
+    return float(f"{np.linalg.norm(change) / size:.4g}") if size > 0 else None
 
 
 def thinned(items, value, most=POINTS):

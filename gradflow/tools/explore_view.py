@@ -323,7 +323,9 @@ class Exploration:
         names = [None if t is None else short(self.title(g, t), WORKED_NAME) for t in op.inputs]
         inputs = [None if t is None else t.data for t in op.inputs]
         shares = [g.shares.get((op, i)) for i in range(len(op.inputs))]
-        return worked(op, names, inputs, out.data, out.grad.data, shares, short(self.title(g, out), WORKED_NAME))
+        reads = [None if t is None else id(t) for t in op.inputs]  # x * x: one tensor, read twice
+        y = short(self.title(g, out), WORKED_NAME)
+        return worked(op, names, inputs, out.data, out.grad.data, shares, y, reads, _input_names(op))
 
     def decomposition(self, g, op, parent):
         """Open a fused op into primitive ops: its reference (engine/ops/composed.py), each step's

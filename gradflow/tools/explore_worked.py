@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from gradflow.tools.explore_worked_fused import FUSED
-from gradflow.tools.explore_worked_terms import COPY, Case, at, linear, local, number
+from gradflow.tools.explore_worked_terms import COPY, Case, at, d, linear, local, number
 
 
 def _sigmoid(x):
@@ -135,15 +135,18 @@ RULES = dict(LOCAL) | {
 }
 
 
-def worked(op, names, inputs, out, grad, shares, y="y"):
+def worked(op, names, inputs, out, grad, shares, y="y", reads=None, slots=None):
     """[{"input": j, "at": index, "value": dL/dx_j at index from the rule, "lines": [...]}] for each input
     that gets a gradient; None when the op has no rule here (a test fails for such an op).
 
-    names, inputs, shares: per input (None where it is no tensor); out, grad: the output's value and g."""
+    names, inputs, shares: per input (None where it is no tensor); out, grad: the output's value and g.
+    reads, slots: per input, the tensor it is (any key) and the name forward gives it (a, b): a tensor the
+    op reads twice (x * x) is worked once per read, each named by its slot, and its shares summed."""
     rule = FUSED.get(op.name) or RULES.get(op.name)
     if grad is None or rule is None:
         return None
-    case = Case(op, names, inputs, out, grad, y)
+    twice = _read_twice(reads or [None] * len(names))
+    case = Case(op, [slots[j] if j in twice else n for j, n in enumerate(names)], inputs, out, grad, y)
     items = []
     for j, share in enumerate(shares):
         if share is None or share.size == 0:
@@ -155,4 +158,28 @@ def worked(op, names, inputs, out, grad, shares, y="y"):
         if case.cancelled is not None:
             item["rounding"], case.cancelled = float(f"{case.cancelled:.3g}"), None
         items.append(item)
+    for group in {tuple(js) for js in twice.values()}:
+        _summed([item for item in items if item["input"] in group], names[group[0]], [slots[j] for j in group])
     return items
+
+
+def _read_twice(reads):
+    """{input: the inputs that read the same tensor} of every input whose tensor the op reads more than once."""
+    same = {
+        j: [k for k, other in enumerate(reads) if other is not None and other == key] for j, key in enumerate(reads)
+    }
+    return {j: js for j, js in same.items() if len(js) > 1}
+
+
+def _summed(items, name, slots):
+    """The worked reads of one tensor, said to be its shares, and their sum where they work the same element."""
+    if not items:
+        return
+    times = "twice" if len(slots) == 2 else f"{len(slots)} times"
+    items[0]["lines"].insert(0, f"{name} is read {times}, as {' and '.join(slots)}: each read sends a share")
+    places = {tuple(item["at"]) for item in items}
+    if len(items) > 1 and len(places) == 1:
+        total = sum(item["value"] for item in items)
+        parts = " + ".join(d(slots[k]) for k in range(len(items)))
+        values = " + ".join(number(item["value"]) for item in items)
+        items[-1]["lines"].append(f"{d(name)}{at(items[0]['at'])} from this op = {parts} = {values} = {number(total)}")

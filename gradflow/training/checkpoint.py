@@ -101,14 +101,22 @@ def save_checkpoint(path, model, optimizer=None, meta=None, adapters=False):
                 else:
                     scalars.setdefault(str(i), {})[key] = value
         meta["optimizer"] = {"param_groups": state["param_groups"], "scalars": scalars}
+    return write_arrays(path, arrays, meta)
+
+
+def write_arrays(path, arrays, meta, what="checkpoint"):
+    """Write `arrays` ({"model/<name>": floats, ...}) and `meta` as a checkpoint file at path, atomically;
+    an array that is not real floating-point numbers, or holds NaN or inf, is refused and nothing written.
+    load_checkpoint reads it back (a weight snapshot, snapshots.py, is such a file)."""
+    path = Path(path)
     for key, value in arrays.items():
         problem = _bad_array(key, value)
         if problem:
-            raise CheckpointError(f"checkpoint {path} not written: {problem}")
+            raise CheckpointError(f"{what} {path} not written: {problem}")
     meta = {"format": FORMAT, "version": VERSION, **meta}
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    arrays = {**arrays, "__meta__": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with written_atomically(path, "checkpoint ") as tmp, opened(tmp, "wb") as f:  # a full disk: one line
+    with written_atomically(path, what + " ") as tmp, opened(tmp, "wb") as f:  # a full disk: one line
         np.savez(f, **arrays)
     return path
 

@@ -13,9 +13,10 @@
     hook.finished(trainer)                           once, as fit() ends, also on an error
 
 The Trainer calls its hooks in order (trainer.hooks, a list you may add to). Its own:
-StopOnDivergence (divergence.py), Health (health.py), AnomalyMode and KeepFreedMemory below, and
-SharedCores (shared_cores.py: one BLAS thread while other work keeps the cores busy); over MPI,
-OnRanks (mpi.py: every rank runs the same loop, each on a shard of the batch).
+StopOnDivergence (divergence.py), Health (health.py), AnomalyMode and KeepFreedMemory below,
+SharedCores (shared_cores.py: one BLAS thread while other work keeps the cores busy) and Snapshots
+(snapshots.py: the weights at each evaluation, for the explorer's training scrub); over MPI, OnRanks
+(mpi.py: every rank runs the same loop, each on a shard of the batch).
 """
 
 import contextlib

@@ -68,6 +68,7 @@ from gradflow.training.settings import (
     saved_progress,
 )
 from gradflow.training.shared_cores import SharedCores
+from gradflow.training.snapshots import Snapshots
 
 __all__ = ["TrainConfig", "Trainer", "default_optimizer", "read_metrics"]  # beside the Trainer, what it reads and makes
 
@@ -105,7 +106,7 @@ class Trainer:
         self.writes = True  # this process writes the checkpoints, the log and the picture, and prints
         self.parallel = None  # while fit() runs with the batch shared out: the model as the step calls it
         self.hooks = Hooks(  # what watches the run (hooks.py)
-            [StopOnDivergence(), Health(), AnomalyMode(), SharedCores(), KeepFreedMemory()]
+            [StopOnDivergence(), Health(), AnomalyMode(), SharedCores(), KeepFreedMemory(), Snapshots()]
         )
         if distributed:
             self.hooks.append(OnRanks(self))  # one rank of an MPI job (mpi.py): its config counts the ranks

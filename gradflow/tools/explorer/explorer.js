@@ -83,9 +83,10 @@ function valuesTable(shape, values, cls, mark) {
   return table;
 }
 
-function heatCanvas(rows, cols, values, signed, cell, mark, tall) {
-  // mark: [row, col] of the worked element, ringed; tall: the most pixels the map may take down
-  const scale = signed ? maxAbs(values) : 1;
+function heatCanvas(rows, cols, values, signed, cell, mark, tall, fixed) {
+  // mark: [row, col] of the worked element, ringed; tall: the most pixels the map may take down; fixed:
+  // the size that is full colour (else the largest of values), one for every map that is compared
+  const scale = signed ? fixed || maxAbs(values) : 1;
   cell = cell || Math.max(2, Math.min(14, Math.floor((tall ? 180 : 320) / cols), Math.floor((tall || 320) / rows)));
   const c = el("canvas", { class: "heat", width: cols * cell, height: rows * cell });
   const g = c.getContext("2d");
@@ -104,9 +105,9 @@ function heatCanvas(rows, cols, values, signed, cell, mark, tall) {
   return c;
 }
 
-function scaleBar(values) {
-  // what the colours mean: blue at -max, white at 0, red at +max
-  const m = maxAbs(values);
+function scaleBar(values, fixed) {
+  // what the colours mean: blue at -max, white at 0, red at +max (fixed: that max)
+  const m = fixed || maxAbs(values);
   return el("div", { class: "scale" }, el("span", { text: fmt(-m) }), el("i"), el("span", { text: "0" }), el("i", { class: "pos" }), el("span", { text: fmt(m) }));
 }
 
@@ -609,6 +610,7 @@ for (const b of document.querySelectorAll("#tabs button")) {
     for (const o of document.querySelectorAll("#tabs button")) o.classList.toggle("active", o === b);
     for (const t of ["graph", "attention", "training"]) document.getElementById(t + "-tab").hidden = t !== b.dataset.tab;
     for (const id of ["stepper", "tour-start"]) document.getElementById(id).style.visibility = b.dataset.tab === "graph" ? "visible" : "hidden";
+    document.getElementById("crumbs").hidden = b.dataset.tab !== "graph";  // the graph's path, of no other tab
     if (b.dataset.tab === "graph") fit();
   };
 }
@@ -624,10 +626,11 @@ function attention() {
   const tk = a.tokens && a.tokens.length ? a.tokens.length : Math.round(Math.sqrt(first));
   const tq = first / tk;
   box.append(el("p", { class: "hint", text: `Attention weights of every layer (rows) and head (columns), first sequence of the batch: row i of a map is how query i spreads over the keys. Click one to enlarge it.` }));
-  const grid = el("div", { class: "grid", style: `grid-template-columns: 120px repeat(${heads}, auto)` });
+  // each map about 96 px across (a cell of at least 2 px), its layer's name right beside its row
+  const grid = el("div", { class: "grid", style: `grid-template-columns: auto repeat(${heads}, auto)` });
   grid.append(el("div"));
-  for (let h = 0; h < heads; h++) grid.append(el("div", { class: "label", style: "text-align:center", text: "head " + h }));
-  const cell = Math.max(1, Math.min(4, Math.floor(64 / Math.max(tq, tk))));
+  for (let h = 0; h < heads; h++) grid.append(el("div", { class: "label head", text: "head " + h }));
+  const cell = Math.max(2, Math.min(16, Math.floor(96 / Math.max(tq, tk))));
   a.layers.forEach((layer, l) => {
     grid.append(el("div", { class: "label", text: layer.module || "layer " + l }));
     layer.heads.forEach((w, h) => {
@@ -640,6 +643,11 @@ function attention() {
   box.append(grid, el("div", { id: "enlarged" }));
 }
 
+function tokenText(t) {
+  // a token as a label that is never blank: escapes for what does not print (\n), ␣ for a space, ∅ for none
+  return JSON.stringify(t).slice(1, -1).replace(/ /g, "\u2423") || "\u2205";
+}
+
 function enlarge(l, h, tq, tk) {
   const a = DATA.attention, w = a.layers[l].heads[h];
   const tokens = a.tokens && a.tokens.length === tk ? a.tokens : [...Array(tk).keys()].map(String);
@@ -649,10 +657,10 @@ function enlarge(l, h, tq, tk) {
   box.append(el("h3", { text: `${a.layers[l].module || "layer " + l}, head ${h}: query (row) attends to key (column)` }));
   const table = el("table", { class: "attn" });
   const head = el("tr", {}, el("th"));
-  for (const t of tokens) head.append(el("th", { text: JSON.stringify(t).slice(1, -1) }));
+  for (const t of tokens) head.append(el("th", { text: tokenText(t) }));
   table.append(el("thead", {}, head));
   for (let i = 0; i < tq; i++) {
-    const tr = el("tr", {}, el("th", { text: JSON.stringify(qtokens[i]).slice(1, -1) }));
+    const tr = el("tr", {}, el("th", { text: tokenText(qtokens[i]) }));
     for (let j = 0; j < tk; j++) tr.append(el("td", { style: `background:${colour(w[i * tk + j] / 1000, 1, false)}`, title: (w[i * tk + j] / 1000).toFixed(3), text: (w[i * tk + j] / 1000).toFixed(2) }));
     table.append(tr);
   }
@@ -667,17 +675,18 @@ function training() {
   if (!t) { box.append(el("p", { class: "hint", text: "No training run given: gradflow explore --checkpoint DIR shows one (its metrics.jsonl and checkpoints)." })); return; }
   const steps = [...new Set([...t.losses.map(p => p[0]), ...t.evals.map(e => e.step), ...t.snapshots.map(s => s.step)])].sort((a, b) => a - b);
   if (!steps.length) { box.append(el("p", { class: "hint", text: "The run has no metrics yet." })); return; }
-  if (t.notes.length) box.append(el("p", { class: "hint", text: "not finite, drawn as gaps: " + t.notes.join("; ") }));
+  // one screen at 1366x768: the slider, then the cards in columns (the loss, the weight, the health)
   const slider = el("input", { type: "range", min: 0, max: steps.length - 1, value: steps.length - 1, id: "scrub" });
   const label = el("b");
-  box.append(el("div", { class: "row" }, el("label", {}, "step ", label, " ", slider)));
-  const out = el("div", { class: "row", style: "margin-top:10px" });
+  box.append(el("div", { class: "scrubber" }, t.run ? el("h2", { id: "run", text: t.run }) : null, el("label", {}, "step ", label), slider));
+  if (t.notes.length) box.append(el("p", { class: "hint", text: "not finite, drawn as gaps: " + t.notes.join("; ") }));
+  const out = el("div", { class: "cards" });
   box.append(out);
   const show = () => {
     const s = steps[slider.value];
     label.textContent = s;
     out.innerHTML = "";
-    out.append(lossCard(t, s), healthCard(t, s), blocksCard(t, s), weightCard(t, s));
+    out.append(lossCard(t, s), weightCard(t, s), healthCard(t, s), blocksCard(t, s));
   };
   slider.oninput = show;
   show();
@@ -715,7 +724,7 @@ const shown = v => (v == null ? "not finite" : fmt(v));
 function plot(series, s, log, span) {
   // lines of (step, value) points, the step s marked; axes labelled inside the drawing (left margin
   // wide enough for "0.0001", the right label anchored at its end so that no digit is cut)
-  const W = 420, H = 200, L = 52, R = 12, T = 10, B = 22, ns = "http://www.w3.org/2000/svg";
+  const W = 400, H = 200, L = 52, R = 12, T = 10, B = 22, ns = "http://www.w3.org/2000/svg";
   const f = v => (log ? Math.log10(Math.max(v, 1e-30)) : v);
   const pts = series.flatMap(x => x.points).filter(p => p[1] != null);
   const [x0, xs] = extent([...span, ...pts.map(p => p[0])]), [y0, ys] = pts.length ? extent(pts.map(p => f(p[1]))) : [0, 1];
@@ -733,9 +742,11 @@ function plot(series, s, log, span) {
   };
   add("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: "#e5e7eb" });
   series.forEach((x, i) => {
-    const colour = PALETTE[i % PALETTE.length];
-    for (const run of segments(x.points)) add("polyline", { points: run.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none", stroke: colour });
-    for (const p of x.points.length < 4 ? x.points.filter(p => p[1] != null) : []) add("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: colour });
+    // x.colour, x.width: a series that should stand out (validation over the batches' noisy loss); x.dots:
+    // a circle at each of its points (an evaluation), where they are few enough to tell apart
+    const colour = x.colour || PALETTE[i % PALETTE.length], dots = x.points.length < 4 || (x.dots && x.points.length <= 60);
+    for (const run of segments(x.points)) add("polyline", { points: run.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none", stroke: colour, "stroke-width": x.width || 1, class: x.name || "" });
+    for (const p of dots ? x.points.filter(p => p[1] != null) : []) add("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: colour, class: x.name || "" });
   });
   add("line", { x1: X(s), x2: X(s), y1: T, y2: H - B, stroke: "#dc2626" });
   const top = log ? 10 ** y1 : y1, bottom = log ? 10 ** y0 : y0;
@@ -746,11 +757,20 @@ function plot(series, s, log, span) {
   return svg;
 }
 
+const VAL = "#d97706";  // the validation curve's colour, apart from the step's red line
+
 function lossCard(t, s) {
-  const pts = t.losses.length ? t.losses : t.evals.map(e => [e.step, e.train_loss]);
+  // the training loss (each step's batch, or the evaluations' estimate) and the validation loss of each
+  // evaluation, one curve each; a NaN or inf is a gap in its curve
   const card = el("div", { class: "card loss" }, el("h3", { text: "loss" }));
-  if (!pts.length) return card;
-  card.append(plot([{ points: pts }], s, false, runSteps(t)));
+  const series = [];
+  if (t.losses.length) series.push({ name: "train", points: t.losses, label: "training: each step's batch" });
+  else series.push({ name: "train", points: t.evals.filter(e => "train_loss" in e).map(e => [e.step, e.train_loss]), label: "training (estimated at each evaluation)" });
+  series.push({ name: "val", points: t.evals.filter(e => "val_loss" in e).map(e => [e.step, e.val_loss]), label: "validation (estimated at each evaluation)", colour: VAL, width: 2, dots: true });
+  const drawn = series.filter(x => x.points.length);
+  if (!drawn.length) return card;
+  card.append(plot(drawn, s, false, runSteps(t)));
+  card.append(el("div", { class: "keys" }, ...drawn.map(x => el("span", { style: `color:${x.colour || PALETTE[drawn.indexOf(x) % PALETTE.length]}`, text: "— " + x.label }))));
   const e = atOrBefore(t.evals, s);
   if (e) card.append(el("div", { class: "stats", text: `evaluation at step ${e.step}: train ${shown(e.train_loss)}, val ${shown(e.val_loss)}` + ("grad_norm" in e ? `, gradient norm ${shown(e.grad_norm)}` : "") }));
   return card;
@@ -787,15 +807,22 @@ function blocksCard(t, s) {
 }
 
 function weightCard(t, s) {
-  const card = el("div", { class: "card" }, el("h3", { text: "weight " + (t.weight || "") }));
+  // the weight in the snapshot at or before the step, coloured on one scale for every snapshot (so that
+  // scrubbing shows it change), and its change since the snapshot before, on a scale of its own
+  const card = el("div", { class: "card weight" }, el("h3", { text: "weight " + (t.weight || "") }));
   const shot = atOrBefore(t.snapshots, s);
+  if (t.held) card.append(el("p", { class: "hint", text: t.held + ": " + t.weight + " is the checkpoint's alone" }));
   if (!shot) { card.append(el("p", { class: "hint", text: "no snapshot at or before this step" })); return card; }
-  card.append(el("div", { class: "hint", text: `snapshot at step ${shot.step} (of ${t.snapshots.length})` }));
-  card.append(heatCanvas(shot.heat.rows.length, shot.heat.cols.length, shot.heat.values, true), statsLine(shot.stats));
+  const k = t.snapshots.indexOf(shot), top = Math.max(...t.snapshots.map(x => maxAbs(x.heat.values)));
+  card.append(el("div", { class: "hint", text: `snapshot ${k + 1} of ${t.snapshots.length}, at step ${shot.step}` }));
+  const map = (h, fixed, said) => el("div", { class: "map" }, el("div", { class: "hint", text: said }), heatCanvas(h.rows.length, h.cols.length, h.values, true, 0, null, 180, fixed), scaleBar(h.values, fixed));
+  const maps = el("div", { class: "maps" }, map(shot.heat, top, `w at step ${shot.step}`));
+  card.append(maps);
   if (shot.change) {
-    card.append(el("div", { class: "hint", text: "change since the previous snapshot" }));
-    card.append(heatCanvas(shot.change.rows.length, shot.change.cols.length, shot.change.values, true));
-  } else card.append(el("div", { class: "hint", text: t.snapshots.length > 1 ? "the first snapshot" : "one snapshot only: the change over steps needs more than one checkpoint" }));
+    maps.append(map(shot.change, 0, `Δw since step ${t.snapshots[k - 1].step}`));
+    card.append(el("div", { class: "stats", text: `||Δw|| / ||w|| = ${shown(shot.moved)}` }));
+  } else card.append(el("div", { class: "hint", text: t.snapshots.length > 1 ? "the first snapshot: scrub on to see the weights change" : "one snapshot only, the checkpoint's: a run trained by gradflow train keeps snapshots at its evaluations (in its folder's snapshots/)" }));
+  card.append(statsLine(shot.stats));
   return card;
 }
 
