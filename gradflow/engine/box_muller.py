@@ -58,12 +58,13 @@ def fma(a, b, c):
     """a b + c rounded once, in a's dtype (float32 or float64), as a fused multiply-add computes it."""
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     if a.dtype == np.float32:  # the product is exact in float64, the sum rounded once more to float32
-        p, c = a.astype(np.float64) * b.astype(np.float64), np.broadcast_to(c.astype(np.float64), a.shape)
-        s = p + c
+        p = np.multiply(a, b, dtype=np.float64)
+        s = np.add(p, c, dtype=np.float64)
         # rounding twice errs only where s fell exactly halfway between two float32 (its 29 low bits
         # 1 then 0s): there the sum rounded to odd decides, rarely needed, so computed for those alone
         halfway = s.view(np.int64) & 0x1FFFFFFF == 0x10000000
         if halfway.any():
+            c = np.broadcast_to(c.astype(np.float64), s.shape)
             s[halfway] = round_to_odd(*two_sum(p[halfway], c[halfway]))
         return s.astype(np.float32)
     p, p_err = two_product(a, b)

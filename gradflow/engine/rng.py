@@ -130,7 +130,11 @@ class Generator:
     def uniform(self, shape, dtype, low=0.0, high=1.0):
         """Uniform draws in [low, high) of dtype: low + u (high - low), in dtype."""
         dtype = np.dtype(dtype)
-        u = self.uniform24(_count(shape)) if dtype == np.float32 else self.uniform53(_count(shape)).astype(dtype)
+        u = (
+            self.uniform24(_count(shape))
+            if dtype == np.float32
+            else self.uniform53(_count(shape)).astype(dtype, copy=False)
+        )
         if (low, high) != (0, 1):  # u (high - low) + low rounded once, as PyTorch's compiled kernel
             u = kernel(box_muller.fma)(u, dtype.type(high) - dtype.type(low), dtype.type(low))
         return u.reshape(shape)
@@ -139,13 +143,13 @@ class Generator:
         """Normal draws of dtype, mean + std z (box_muller.py)."""
         dtype, n = np.dtype(dtype), _count(shape)
         z = box_muller.blocks(self, n, mean, std, dtype) if n >= 16 else box_muller.scalar(self, n, mean, std)
-        return z.astype(dtype).reshape(shape)
+        return z.astype(dtype, copy=False).reshape(shape)
 
     def integers(self, low, high, shape, dtype=np.int64):
         """Integers drawn uniformly from [low, high): low + w mod (high - low), with 64-bit w from 2^28 on."""
         span, n = high - low, _count(shape)
         offset = self.words64(n) % np.uint64(span) if span >= 2**28 else self.words(n) % np.uint32(span)
-        return (offset.astype(np.int64) + low).astype(dtype).reshape(shape)
+        return (offset.astype(np.int64) + low).astype(dtype, copy=False).reshape(shape)
 
     def permutation(self, n):
         """0 .. n-1 shuffled as PyTorch's randperm: swap i with i + w_i mod (n - i), i = 0 .. n-2 (from n
