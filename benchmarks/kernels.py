@@ -4,9 +4,11 @@ alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128
     python benchmarks/kernels.py                  # context 64, as benchmarks/train_char_gpt.py
     python benchmarks/kernels.py --context 256    # longer context: attention's causal blocks count
     python benchmarks/kernels.py --rounds 5       # quicker, noisier
+    python benchmarks/kernels.py --alone CrossEntropy,AdamW --skip-step   # these kernels alone, no step
 
 Alone: forward and backward of one call on the baby GPT's shapes (and AdamW's step over its weights),
-fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain. In a step: forward,
+fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain (AdamW's step also
+as the fast loop a weight at a time, the decay in a pass of its own). In a step: forward,
 backward and the AdamW update, with every kernel fast, with each fast kernel in turn left plain, with
 numpy kernels only, and with every op plain (the price of reading). Variants are timed in alternating rounds, and
 each figure is the median over rounds: of the time, and of the ratio to the fast tier's time in
@@ -29,6 +31,7 @@ from gradflow.fast import compiled
 from gradflow.fast.memory import tune_malloc
 from gradflow.models.gpt import GPT, GPTConfig
 from gradflow.nn import functional as F
+from gradflow.optim import adam as plain_adam
 from gradflow.training.trainer import TrainConfig, default_optimizer
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,6 +40,9 @@ parser.add_argument("--rounds", type=int, default=15, help="alternating rounds p
 parser.add_argument("--steps", type=int, default=5, help="training steps per round")
 parser.add_argument("--calls", type=int, default=20, help="calls of a kernel per round")
 parser.add_argument("--skip-alone", action="store_true", help="only the training step")
+parser.add_argument("--alone", help="time only these alone, e.g. CrossEntropy,AdamW (AdamW: the optimizer's step)")
+parser.add_argument("--skip-step", action="store_true", help="only the kernels alone")
+parser.add_argument("--each", help="in a step, leave only these kernels plain in turn, e.g. adam_steps,CrossEntropy")
 parser.add_argument("--plain-together", help="also a step with these kernels plain at once, e.g. LayerNorm,Embedding")
 args = parser.parse_args()
 
@@ -106,7 +112,9 @@ def kernel_calls():
     x, h, ln_w = leaf(BATCH, T, WIDTH), leaf(BATCH, T, 4 * WIDTH), leaf(WIDTH)
     table, ids = leaf(VOCAB, WIDTH), rng.integers(0, VOCAB, (BATCH, T))
     qkv = [leaf(BATCH, T, HEADS, WIDTH // HEADS) for _ in range(3)]  # viewed as (B, heads, T, hs), as in the model
+    logits, targets = leaf(BATCH * T, VOCAB, scale=3.0), rng.integers(0, VOCAB, BATCH * T)
     return {
+        ops.CrossEntropy: lambda: F.cross_entropy(logits, targets),
         ops.Gelu: lambda: F.gelu(h, approximate="tanh"),
         ops.GeluErf: lambda: F.gelu(h),
         ops.LayerNorm: lambda: F.layer_norm(x, ln_w.shape, ln_w),
@@ -120,7 +128,10 @@ def kernel_calls():
 def alone():
     print(f"each kernel alone, forward and backward, ms per call ({args.rounds} rounds of {args.calls} calls):")
     variants = {"fast": lambda: gf.use_kernels("fast"), "numpy only": numpy_only, "plain": plain}
+    chosen = args.alone.split(",") if args.alone else None
     for op, call in kernel_calls().items():
+        if chosen and op.__name__ not in chosen:
+            continue
         u = np.ones(call().shape, np.float32)  # the upstream gradient
 
         def run(call=call, u=u):
@@ -128,6 +139,8 @@ def alone():
                 call().backward(u)
 
         show(op.__name__, alternate(variants, run, args.rounds))
+    if chosen and "AdamW" not in chosen:
+        return
     model, optimizer = baby_gpt()
     for q in model.parameters():
         q.grad = np.full(q.shape, 1e-3, q.dtype)
@@ -136,7 +149,8 @@ def alone():
         for _ in range(args.calls):
             optimizer.step()
 
-    show("AdamW's step", alternate(variants, step, args.rounds))
+    one_at_a_time = {"fast, a weight at a time": lambda: plain(plain_adam.adam_steps)}  # decay in its own pass
+    show("AdamW's step", alternate(variants | one_at_a_time, step, args.rounds))
 
 
 def baby_gpt():
@@ -148,11 +162,10 @@ def baby_gpt():
 
 
 def show(name, result):
-    (f, _), (n, numpy_ratio), (p, ratio) = result.values()
-    print(
-        f"  {name:<26} fast {f / args.calls:7.3f}  numpy only {n / args.calls:7.3f}  plain {p / args.calls:7.3f}"
-        f"  numpy only / fast {numpy_ratio:5.2f}  plain / fast {ratio:5.2f}"
-    )
+    """One line: each variant's ms per call, then each one's ratio to the fast tier's."""
+    times = "  ".join(f"{variant} {ms / args.calls:7.3f}" for variant, (ms, _) in result.items())
+    ratios = "  ".join(f"{variant} / fast {ratio:5.2f}" for variant, (_, ratio) in list(result.items())[1:])
+    print(f"  {name:<26} {times}  {ratios}")
 
 
 def in_a_step():
@@ -169,14 +182,15 @@ def in_a_step():
     variants = {"every kernel fast": lambda: gf.use_kernels("fast")}
     variants["every kernel fast, again"] = lambda: gf.use_kernels("fast")  # how far equals come apart
     variants["fast, numpy kernels only"] = numpy_only
-    for op in list(fast.REPLACES):
+    for op in [op for op in fast.REPLACES if not args.each or op.__name__ in args.each.split(",")]:
         variants[f"fast, but {op.__name__} plain"] = lambda op=op: plain(op)
     if args.plain_together:
         together = [op for op in fast.REPLACES if op.__name__ in args.plain_together.split(",")]
         variants[f"fast, but {' and '.join(op.__name__ for op in together)} plain"] = lambda: plain(*together)
     if T > fast_attention.QUERY_BLOCK:
         variants["fast, attention in one block"] = one_block
-    variants["every op plain"] = plain
+    if not args.each:
+        variants["every op plain"] = plain
     print(f"a training step, context {T}, ms ({args.rounds} rounds of {args.steps} steps):")
     for name, (ms, ratio) in alternate(variants, run, args.rounds).items():
         print(f"  {name:<42} {ms / args.steps:7.1f}   / fast {ratio:5.3f}")
@@ -187,4 +201,5 @@ if __name__ == "__main__":
         print(f"malloc tuned: {tune_malloc()} (as the Trainer does); kernels: {compiled.describe()}")
     if not args.skip_alone:
         alone()
-    in_a_step()
+    if not args.skip_step:
+        in_a_step()

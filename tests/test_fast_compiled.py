@@ -23,7 +23,7 @@ from gradflow.engine.autograd import topological_order
 from gradflow.engine.kernels import kernel
 from gradflow.engine.ops.elementwise import GELU_A, GELU_C
 from gradflow.fast import adam as fast_adam
-from gradflow.fast import compiled, compiled_norm, gelu_erf, norm
+from gradflow.fast import compiled, compiled_norm, cross_entropy, gelu_erf, norm
 from gradflow.nn import functional as F
 from gradflow.optim import adam as plain_adam
 from gradflow.tools.gradcheck_table import CASES
@@ -33,6 +33,7 @@ COMPILED = (
     ops.Gelu,
     ops.GeluErf,
     ops.ScaledDotProductAttention,
+    ops.CrossEntropy,
 )  # plain ops whose fast kernels run loops
 
 
@@ -83,6 +84,9 @@ def test_compiled_kernels_equal_plain_on_the_gradcheck_table(loops, case, dtype)
     _assert_same(case.fn, [x.data.astype(dtype) for x in case.inputs()], dtype)
 
 
+CE_TARGETS = np.random.default_rng(1).integers(0, 65, 768)
+
+
 def _model_shapes():
     rng = np.random.default_rng(0)
     return {
@@ -95,6 +99,15 @@ def _model_shapes():
             [3 + rng.standard_normal((4, 7, 33)), rng.standard_normal(33), rng.standard_normal(33)],
         ),
         "gelu exact (12, 64, 512)": (F.gelu, [rng.standard_normal((12, 64, 512)) * 2]),
+        "cross_entropy (768, 65)": (lambda z: F.cross_entropy(z, CE_TARGETS), [rng.standard_normal((768, 65)) * 3]),
+        "cross_entropy (768, 65), confident, some ignored": (
+            lambda z: F.cross_entropy(z + 40 * np.eye(65)[CE_TARGETS], np.where(CE_TARGETS < 5, -100, CE_TARGETS)),
+            [rng.standard_normal((768, 65))],
+        ),
+        "cross_entropy (768, 65) sum": (
+            lambda z: F.cross_entropy(z, CE_TARGETS, reduction="sum"),
+            [rng.standard_normal((768, 65)) * 3],
+        ),
         **_attention_shapes(rng),
     }
 
@@ -217,6 +230,41 @@ def test_a_nan_score_gives_nan_weights_in_its_row_only(loops):
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cross_entropys_loop_carries_inf_and_nan_as_the_plain_op(loops, dtype):
+    """A row with a NaN, a row all -inf, a row with +inf, a row with -inf among finite logits, a row of
+    large logits (exp of them would overflow in float32 unless the max is subtracted): the same losses and
+    gradients (NaN where the plain op's are), the other rows untouched."""
+    z = np.random.default_rng(6).standard_normal((7, 5)).astype(dtype)
+    z[1, 2], z[2], z[3, 4], z[4, 0], z[5] = np.nan, -np.inf, np.inf, -np.inf, z[5] + 90
+    targets = np.array([0, 1, 2, 3, 1, 4, 2])
+    for reduction in ("none", "sum"):
+        fn = lambda z, reduction=reduction: F.cross_entropy(z, targets, reduction=reduction)  # noqa: E731
+        with np.errstate(invalid="ignore", over="ignore"):
+            plain, fast_ = _run("plain", fn, [z]), _run("fast", fn, [z])
+        for p, f in zip(plain, fast_):
+            assert f.dtype == p.dtype
+            np.testing.assert_allclose(f, p, rtol=1e-12 if dtype == np.float64 else 2e-5, atol=2e-6)
+    assert np.isnan(fast_[1][[1, 2]]).all() and np.isnan(fast_[1][3]).sum() == 1  # +inf: NaN at its logit
+    assert np.isfinite(fast_[1][[0, 4, 5, 6]]).all()
+
+
+def test_cross_entropys_backward_loop_is_the_plain_ones_to_the_last_bit(loops):
+    """For the same p (the forward's), (p - onehot(t)) w in the same order: every reduction, ignored rows."""
+    rng = np.random.default_rng(7)
+    z, t = gf.tensor(rng.standard_normal((50, 9)).astype(np.float32), requires_grad=True), rng.integers(0, 9, 50)
+    t[:4] = -100
+    for reduction, upstream in (
+        ("mean", np.float32(0.7)),
+        ("sum", np.float32(2)),
+        ("none", rng.random(50, np.float32)),
+    ):
+        node = cross_entropy.CrossEntropy.apply(z, targets=t, ignore_index=-100, reduction=reduction).grad_fn
+        assert node.rows  # the loop ran
+        fast_dz = node.backward(node, np.asarray(upstream))
+        np.testing.assert_array_equal(fast_dz, ops.CrossEntropy.backward(node, np.asarray(upstream)))
+
+
 def test_exact_gelu_is_the_plain_ops_to_the_last_bit(loops):
     """Both call the C library's erf on the same float64 numbers and round Phi once."""
     x = np.random.default_rng(2).standard_normal((3, 1000)).astype(np.float32) * 4
@@ -246,9 +294,9 @@ def _adam_arrays(rng, dtype, amsgrad, n=5000):
     return [rng.standard_normal(n).astype(dtype), zeros(), zeros(), zeros(), zeros() if amsgrad else None]
 
 
-def _adam_steps_equal(step, dtype, amsgrad, monkeypatch):
-    """Ten steps of `step` beside the plain step, gradients from 1e-8 to 1e2, zeros, a NaN: every array
-    equal, bit for bit."""
+def _adam_steps_equal(step, dtype, amsgrad, monkeypatch, decay=None):
+    """Ten steps of `step` beside the plain step (after p = p decay, AdamW's decay, unless decay is None),
+    gradients from 1e-8 to 1e2, zeros, a NaN: every array equal, bit for bit."""
     rng = np.random.default_rng(5)
     plain, fast_ = _adam_arrays(rng, dtype, amsgrad), _adam_arrays(rng, dtype, amsgrad)
     fast_[0][:] = plain[0]
@@ -259,6 +307,8 @@ def _adam_steps_equal(step, dtype, amsgrad, monkeypatch):
         g[:10], g[10] = 0, np.nan if t == 5 else 1
         plain[1][:] = fast_[1][:] = g
         with np.errstate(divide="ignore", invalid="ignore"):  # float16: eps is 0, a zero gradient 0 / 0
+            if decay is not None:
+                plain[0] *= decay
             real_plain_step(*plain, t, 3e-3, 0.9, 0.99, 1e-8)
             step(*fast_, t, 3e-3, 0.9, 0.99, 1e-8)
         for a, b in zip(plain, fast_):
@@ -272,6 +322,18 @@ def test_adams_loop_is_the_plain_steps_to_the_last_bit(loops, monkeypatch, dtype
     _adam_steps_equal(fast_adam.adam_step, dtype, amsgrad, monkeypatch)
 
 
+@pytest.mark.parametrize("decay", [None, 1 - 3e-3 * 0.1, 0.5])
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adamws_decay_inside_the_loop_is_the_plain_steps_to_the_last_bit(loops, monkeypatch, dtype, amsgrad, decay):
+    """optim.adam.adam_steps shrinks p by the decay in a pass of its own; the loop does it in its pass."""
+
+    def step(p, g, m, v, v_max, t, *rest):
+        fast_adam.adam_steps([(p, g, m, v, v_max, t)], decay, *rest)
+
+    _adam_steps_equal(step, dtype, amsgrad, monkeypatch, decay)
+
+
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 def test_adams_passes_in_place_are_the_plain_steps_to_the_last_bit(monkeypatch, dtype, amsgrad):
@@ -279,41 +341,62 @@ def test_adams_passes_in_place_are_the_plain_steps_to_the_last_bit(monkeypatch, 
     _adam_steps_equal(fast_adam.in_place, dtype, amsgrad, monkeypatch)
 
 
-def test_adamw_trains_a_model_to_the_same_bits_in_both_tiers(loops):
+@pytest.mark.parametrize("optimizer", ["AdamW", "Adam with L2 decay", "AdamW with AMSGrad"])
+def test_adam_trains_a_model_to_the_same_bits_in_both_tiers(loops, optimizer):
+    """Two groups (one without decay), a float64 parameter among float32 ones, a parameter with no gradient."""
+    options = {"AdamW": {}, "Adam with L2 decay": {}, "AdamW with AMSGrad": {"amsgrad": True}}[optimizer]
+    kind = gf.optim.Adam if optimizer.startswith("Adam ") else gf.optim.AdamW
     weights = []
     for tier in ("plain", "fast"):
         gf.manual_seed(0)
         model = gf.nn.Sequential(gf.nn.Linear(6, 16), gf.nn.GELU(), gf.nn.Linear(16, 3))
-        optimizer = gf.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-        x, y = gf.randn(8, 6), gf.tensor(np.arange(8) % 3)
+        unused = gf.nn.Parameter(gf.ones(4))
+        wide = gf.nn.Parameter(gf.tensor(np.linspace(-1, 1, 3)))  # float64
+        matrices = [p for p in model.parameters() if p.ndim == 2]
+        groups = [{"params": matrices + [unused]}, {"params": [p for p in model.parameters() if p.ndim == 1] + [wide],
+                                                    "weight_decay": 0.0}]  # fmt: skip
+        optimizer_ = kind(groups, lr=1e-2, weight_decay=0.1, **options)
+        x, y = gf.randn(8, 6), gf.randn(8, 3)
         with gf.use_kernels(tier):
             for _ in range(5):
-                optimizer.zero_grad()
-                F.cross_entropy(model(x), y).backward()
-                optimizer.step()
-        weights.append([p.data.copy() for p in model.parameters()])
+                optimizer_.zero_grad()
+                (((model(x) - y) ** 2).mean() + (wide * wide).sum()).backward()  # ops both tiers run alike
+                optimizer_.step()
+        weights.append([p.data.copy() for p in [*model.parameters(), unused, wide]])
     for plain, fast_ in zip(*weights):
         np.testing.assert_array_equal(fast_, plain)
     with gf.use_kernels("fast"):
-        assert kernel(plain_adam.adam_step) is fast_adam.adam_step  # so the fast tier ran the loop
+        assert kernel(plain_adam.adam_steps) is fast_adam.adam_steps  # so the fast tier ran the loop
 
 
 def test_what_adams_loop_does_not_take_runs_in_place_or_plain(loops, monkeypatch):
-    """A float16 parameter, a strided gradient: the passes in place; a gradient of another kind: the plain
-    step (numpy rounds a mixed expression once, the passes at each step)."""
+    """A float16 parameter, a strided parameter: the passes in place; a gradient of another kind: the plain
+    step (numpy rounds a mixed expression once, the passes at each step). A strided gradient is only read:
+    the loop takes a copy. adam_steps runs them all, AdamW's decay in a pass of its own for those."""
     ran = []
     monkeypatch.setattr(plain_adam, "adam_step", lambda *args: ran.append(("plain", args[0].dtype)))
     monkeypatch.setattr(fast_adam, "in_place", lambda *args: ran.append(("in place", args[0].dtype)))
     rng = np.random.default_rng(6)
     p16, g16 = np.ones(4, np.float16), np.ones(4, np.float16)
-    fast_adam.adam_step(p16, g16, np.zeros_like(p16), np.zeros_like(p16), None, 1, 1e-3, 0.9, 0.99, 1e-8)
     p, m, v = rng.standard_normal(4).astype(np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32)
-    fast_adam.adam_step(p, np.ones(4), m, v, None, 1, 1e-3, 0.9, 0.99, 1e-8)
-    fast_adam.adam_step(p, np.ones(8, np.float32)[::2], m, v, None, 1, 1e-3, 0.9, 0.99, 1e-8)
+    strided = np.ones(8, np.float32)[::2]
+    steps = [
+        (p16, g16, np.zeros_like(p16), np.zeros_like(p16), None, 1),
+        (p, np.ones(4), m, v, None, 1),
+        (strided, np.ones(4, np.float32), m, v, None, 1),
+        (p, np.ones(8, np.float32)[::2], m, v, None, 1),
+    ]
+    for step in steps:
+        fast_adam.adam_step(*step, 1e-3, 0.9, 0.99, 1e-8)
     assert ran == [("in place", np.float16), ("plain", np.float32), ("in place", np.float32)]
+    assert m.any()  # the loop ran on the last
+    before = strided.copy()
+    fast_adam.adam_steps(steps, 0.5, 1e-3, 0.9, 0.99, 1e-8)
+    assert len(ran) == 6 and np.array_equal(strided, before * np.float32(0.5))
 
 
 def test_the_fast_tier_names_the_kernels_it_runs():
+    assert fast.REPLACES[plain_adam.adam_steps] is fast_adam.adam_steps
     assert fast.REPLACES[plain_adam.adam_step] is fast_adam.adam_step
     assert fast.REPLACES[ops.LayerNorm] is compiled_norm.LayerNorm
     assert fast.REPLACES[ops.GeluErf] is gelu_erf.GeluErf

@@ -12,16 +12,18 @@ is in docs/benchmarks.md ("Tried and removed").
 """
 
 from gradflow.engine import box_muller, ops, rng
-from gradflow.fast import adam, attention, compiled_norm, embedding, gelu, gelu_erf, mt19937
+from gradflow.fast import adam, attention, compiled_norm, cross_entropy, embedding, gelu, gelu_erf, mt19937
 from gradflow.optim import adam as plain_adam
 
 REPLACES = {
-    plain_adam.adam_step: adam.adam_step,  # not an op: the optimizer's step, asked for by kernel() as the ops are
+    plain_adam.adam_steps: adam.adam_steps,  # not an op: the optimizer's step, asked for by kernel() as the ops are
+    plain_adam.adam_step: adam.adam_step,  # one parameter's, where the loop does not take it
     rng.draw_words: mt19937.draw_words,  # not an op either: the random generator's words
     rng.uniform53: mt19937.uniform53,  # and the words turned into numbers (engine/rng.py, engine/box_muller.py)
     rng.forward_swaps: mt19937.forward_swaps,
     box_muller.fma: mt19937.fma,
     box_muller.block_normals: mt19937.block_normals,
+    ops.CrossEntropy: cross_entropy.CrossEntropy,
     ops.Embedding: embedding.Embedding,
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,

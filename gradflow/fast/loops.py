@@ -234,12 +234,14 @@ def gelu_erf_forward(x, y, cdf):
         y[i] = x[i] * cdf[i]
 
 
-@compiled("void(F[::1], F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F, F)", parallel=False)
-def adam_step(p, g, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, correction1, correction2, eps, lr):
-    """Each element, in optim.adam.adam_step's order of operations (correction1 = 1 - beta1^t,
+@compiled("void(F[::1], F[::1], F[::1], F[::1], F[::1], F, F, F, F, F, F, F, F, F)", parallel=False)
+def adam_step(p, g, m, v, v_max, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, correction1, correction2, eps,
+              lr):  # fmt: skip
+    """Each element, in optim.adam.adam_steps's order of operations (correction1 = 1 - beta1^t,
     correction2 = 1 - beta2^t, every constant rounded to p's kind as numpy rounds them):
-    m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,  v_max = max(v_max, v) when v_max
-    is not empty (AMSGrad),  p = p - lr (m / correction1) / (sqrt(v / correction2) + eps)."""
+    p = p decay (AdamW's decay; decay = 1 leaves p as it is),  m = beta1 m + (1 - beta1) g,
+    v = beta2 v + (1 - beta2) g^2,  v_max = max(v_max, v) when v_max is not empty (AMSGrad),
+    p = p - lr (m / correction1) / (sqrt(v / correction2) + eps)."""
     amsgrad = v_max.size > 0
     for i in range(p.size):
         mi = beta1 * m[i] + one_minus_beta1 * g[i]
@@ -249,4 +251,43 @@ def adam_step(p, g, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2,
             if v_max[i] > vi or v_max[i] != v_max[i]:  # np.maximum: the larger, or NaN if either is
                 vi = v_max[i]
             v_max[i] = vi
-        p[i] -= lr * (mi / correction1) / (np.sqrt(vi / correction2) + eps)
+        p[i] = p[i] * decay - lr * (mi / correction1) / (np.sqrt(vi / correction2) + eps)
+
+
+@compiled("void(F[:, ::1], F[:, ::1], F[::1])", parallel=False)
+def cross_entropy_softmax(z, p, lse):
+    """Each row n of the logits z (N, C):  m = max(z_n),  e = exp(z_n - m),  lse_n = m + log(sum e),
+    p_n = e / sum e = softmax(z_n)  (ops.CrossEntropy's forward, whose p = exp(z - lse) is the same up
+    to rounding). Where m is not finite it is 0, as in ops.reduce.logsumexp, and the row's exp, whose
+    argument may then be positive, is the C library's."""
+    rows, classes = z.shape
+    zero = z.dtype.type(0)  # of z's kind, as m is (an integer 0 would make m a float64)
+    for n in range(rows):
+        m = z[n, 0]
+        for c in range(1, classes):
+            if z[n, c] > m or z[n, c] != z[n, c]:  # max, and NaN if any is, as np.max
+                m = z[n, c]
+        if m - m == 0:  # finite: every z_n - m <= 0
+            for c in range(classes):
+                p[n, c] = exp_for(z[n, c] - m)
+        else:
+            m = zero
+            for c in range(classes):
+                p[n, c] = math.exp(z[n, c])
+        s = total(p[n])
+        lse[n] = m + math.log(s)
+        inverse = 1 / s  # 1 / 0 = inf: the row's p is NaN, as exp(-inf - -inf) in the plain op
+        for c in range(classes):
+            p[n, c] *= inverse
+
+
+@compiled("void(F[:, ::1], i8[::1], F[::1], F[:, ::1])", parallel=False)
+def cross_entropy_backward(p, t, w, dz):
+    """dz_n = (p_n - onehot(t_n)) w_n for each row n, in ops.CrossEntropy's backward's order (the one
+    subtracted from p, then the product), so the same numbers to the last bit."""
+    rows, classes = p.shape
+    one = p.dtype.type(1)
+    for n in range(rows):
+        for c in range(classes):
+            dz[n, c] = p[n, c] * w[n]
+        dz[n, t[n]] = (p[n, t[n]] - one) * w[n]

@@ -27,20 +27,35 @@ class Adam(Optimizer):
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, {**defaults, "amsgrad": bool(amsgrad), "maximize": bool(maximize)})
 
-    def update(self, p, g, state, group):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd and self.decoupled:
-            p *= 1 - lr * wd  # AdamW: shrink the weights directly, apart from the gradient statistics
-        elif wd:
-            g = g + wd * p
+    def step(self):
+        """Update every parameter that has a gradient, in place: adam_steps once per group."""
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            steps = [self.moments(p, g, state, group) for p, g, state in self.gradients(group)]
+            decay = 1 - lr * wd if wd and self.decoupled else None  # AdamW: p = p (1 - lr weight_decay) first
+            # the fast tier may run the group in one call (gradflow/fast/adam.py): the same numbers
+            kernel(adam_steps)(steps, decay, lr, beta1, beta2, eps)
+
+    def moments(self, p, g, state, group):
+        """What adam_step takes for one parameter: (p, g, m, v, v_max, t), the state made at its first step
+        and the step counted; Adam's L2 decay adds weight_decay * p to the gradient."""
+        if group["weight_decay"] and not self.decoupled:
+            g = g + group["weight_decay"] * p
         if not state:
             state.update(step=0, m=np.zeros_like(p), v=np.zeros_like(p))
         if group["amsgrad"] and "v_max" not in state:
             state["v_max"] = np.zeros_like(p)  # v >= 0, so the first max(v_max, v) is v
         state["step"] += 1
-        v_max = state["v_max"] if group["amsgrad"] else None
-        # the fast tier may run one compiled loop for it (gradflow/fast/adam.py): the same numbers
-        kernel(adam_step)(p, g, state["m"], state["v"], v_max, state["step"], lr, beta1, beta2, eps)
+        return p, g, state["m"], state["v"], state["v_max"] if group["amsgrad"] else None, state["step"]
+
+
+def adam_steps(steps, decay, lr, beta1, beta2, eps):
+    """adam_step on each parameter's (p, g, m, v, v_max, t) of steps; with decay (AdamW's 1 - lr weight_decay),
+    p = p decay first: the weights shrink directly, apart from the gradient statistics."""
+    for p, g, m, v, v_max, t in steps:
+        if decay is not None:
+            p *= decay
+        kernel(adam_step)(p, g, m, v, v_max, t, lr, beta1, beta2, eps)
 
 
 def adam_step(p, g, m, v, v_max, t, lr, beta1, beta2, eps):

@@ -47,10 +47,16 @@ class Optimizer:
         """Update every parameter that has a gradient, in place (p.in_place() counts the update, so a
         graph recorded before the step refuses to backward through the old values)."""
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    g = -p.grad.data if group.get("maximize") else p.grad.data  # maximize: climb the loss
-                    self.update(p.in_place(), g, self.state.setdefault(id(p), {}), group)
+            for p, g, state in self.gradients(group):
+                self.update(p, g, state, group)
+
+    def gradients(self, group):
+        """(array, gradient, state) of each parameter of the group that has a gradient: the array is
+        p.in_place(), the gradient is negated with maximize (climb the loss)."""
+        for p in group["params"]:
+            if p.grad is not None:
+                g = -p.grad.data if group.get("maximize") else p.grad.data  # maximize: climb the loss
+                yield p.in_place(), g, self.state.setdefault(id(p), {})
 
     def update(self, p, g, state, group):
         """Update p, the parameter's array, in place, from its gradient g."""
