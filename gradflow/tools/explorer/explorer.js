@@ -812,7 +812,12 @@ function weightCard(t, s) {
   const card = el("div", { class: "card weight" }, el("h3", { text: "weight " + (t.weight || "") }));
   const shot = atOrBefore(t.snapshots, s);
   if (t.held) card.append(el("p", { class: "hint", text: t.held + ": " + t.weight + " is the checkpoint's alone" }));
-  if (!shot) { card.append(el("p", { class: "hint", text: "no snapshot at or before this step" })); return card; }
+  const alone = "one snapshot only, the checkpoint's: a run trained by gradflow train keeps snapshots at its evaluations (in its folder's snapshots/)";
+  if (!shot) {
+    const first = t.snapshots.length ? `no snapshot yet: the first is at step ${t.snapshots[0].step}` : "no snapshot of this weight";
+    card.append(el("p", { class: "hint", text: t.snapshots.length === 1 ? first + "; " + alone : first }));
+    return card;
+  }
   const k = t.snapshots.indexOf(shot), top = Math.max(...t.snapshots.map(x => maxAbs(x.heat.values)));
   card.append(el("div", { class: "hint", text: `snapshot ${k + 1} of ${t.snapshots.length}, at step ${shot.step}` }));
   const map = (h, fixed, said) => el("div", { class: "map" }, el("div", { class: "hint", text: said }), heatCanvas(h.rows.length, h.cols.length, h.values, true, 0, null, 180, fixed), scaleBar(h.values, fixed));
@@ -821,7 +826,7 @@ function weightCard(t, s) {
   if (shot.change) {
     maps.append(map(shot.change, 0, `Δw since step ${t.snapshots[k - 1].step}`));
     card.append(el("div", { class: "stats", text: `||Δw|| / ||w|| = ${shown(shot.moved)}` }));
-  } else card.append(el("div", { class: "hint", text: t.snapshots.length > 1 ? "the first snapshot: scrub on to see the weights change" : "one snapshot only, the checkpoint's: a run trained by gradflow train keeps snapshots at its evaluations (in its folder's snapshots/)" }));
+  } else card.append(el("div", { class: "hint", text: t.snapshots.length > 1 ? "the first snapshot: scrub on to see the weights change" : alone }));
   card.append(statsLine(shot.stats));
   return card;
 }
