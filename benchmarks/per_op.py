@@ -15,9 +15,11 @@ mode (when torch is installed), and, with --against REV, against gradflow as it 
 
 Every engine runs each round in a fresh process (import, one short warm-up chain, then each chain
 once, a full garbage collection before each); the engines alternate, their order rotating every
-round, so that a busier minute on a shared machine falls on each of them in turn. Reported: the
+round, so that a busier minute on a shared machine falls on each of them in turn. Reported, in wall
+time and in the process's CPU time (the steadier of the two when other work shares the cores): the
 median time of each engine over the rounds, microseconds per op, and gradflow's ratio to each other
-engine as the median of the rounds' own ratios (the two runs of a round were seconds apart).
+engine as the median of the rounds' own ratios (the two runs of a round were seconds apart), with
+their range.
 
     python benchmarks/per_op.py                          # gradflow, numpy, PyTorch; 5 rounds
     python benchmarks/per_op.py --against 97efb7c        # and gradflow at that revision
@@ -48,21 +50,21 @@ FACTOR, WIDTH, W, B = 1.0000001, 16, 0.1, -1.0
 
 
 def mul_chain(lib, n):
-    """gradflow or torch: y = x * FACTOR n times; (seconds forward, seconds backward)."""
-    start = time.perf_counter()
+    """gradflow or torch: y = x * FACTOR n times; the clocks (lap) at the start, after forward, after backward."""
+    start = lap()
     x = lib.tensor([1.0001], requires_grad=True)
     y = x
     for _ in range(n):
         y = y * FACTOR
     loss = y.sum()
-    middle = time.perf_counter()
+    middle = lap()
     loss.backward()
-    return middle - start, time.perf_counter() - middle
+    return start, middle, lap()
 
 
 def mixed_chain(lib, n):
     """gradflow or torch: n steps of y = exp(y * w + b), total = total + y.sum(); backward from total."""
-    start = time.perf_counter()
+    start = lap()
     x = lib.tensor([0.5] * WIDTH, requires_grad=True)
     w = lib.tensor([W] * WIDTH, requires_grad=True)
     b = lib.tensor([B] * WIDTH, requires_grad=True)
@@ -70,31 +72,31 @@ def mixed_chain(lib, n):
     for _ in range(n):
         y = (y * w + b).exp()
         total = total + y.sum()
-    middle = time.perf_counter()
+    middle = lap()
     total.backward()
-    return middle - start, time.perf_counter() - middle
+    return start, middle, lap()
 
 
 def mul_chain_numpy(np, n):
     """The same math in numpy: y_k = y_(k-1) c forward; dL/dy_(k-1) = dL/dy_k c backward."""
-    start = time.perf_counter()
+    start = lap()
     c = np.float32(FACTOR)
     y = np.array([1.0001], dtype=np.float32)
     for _ in range(n):
         y = y * c
     loss = y.sum()
-    middle = time.perf_counter()
+    middle = lap()
     grad = np.ones_like(y) * np.ones_like(loss)
     for _ in range(n):
         grad = grad * c
-    return middle - start, time.perf_counter() - middle
+    return start, middle, lap()
 
 
 def mixed_chain_numpy(np, n):
     """The same math in numpy, forward keeping what backward reads (each y), and backward by hand:
     with h = y w + b and y' = exp(h): dL/dh = dL/dy' y', dL/dw += dL/dh y, dL/db += dL/dh,
     dL/dy = dL/dh w, where dL/dy' is 1 (from the total) plus what the next step sends back."""
-    start = time.perf_counter()
+    start = lap()
     x = np.full(WIDTH, 0.5, dtype=np.float32)
     w = np.full(WIDTH, W, dtype=np.float32)
     b = np.full(WIDTH, B, dtype=np.float32)
@@ -102,14 +104,19 @@ def mixed_chain_numpy(np, n):
     for _ in range(n):
         ys.append(np.exp(ys[-1] * w + b))
         total = total + ys[-1].sum()
-    middle = time.perf_counter()
+    middle = lap()
     grad_w, grad_b, grad_y = np.zeros_like(w), np.zeros_like(b), np.zeros_like(x)
     for k in range(n, 0, -1):
         grad_h = (grad_y + np.ones_like(x)) * ys[k]
         grad_w = grad_w + grad_h * ys[k - 1]
         grad_b = grad_b + grad_h
         grad_y = grad_h * w
-    return middle - start, time.perf_counter() - middle
+    return start, middle, lap()
+
+
+def lap():
+    """Both clocks: wall time, and this process's CPU time (steadier on a machine shared with other work)."""
+    return time.perf_counter(), time.process_time()
 
 
 def engine_chains(engine):
@@ -139,7 +146,8 @@ def child(engine, chains):
         kind, n = spec.split(":")
         run[kind](lib, 200)
         gc.collect()
-        times[spec] = run[kind](lib, int(n))
+        start, middle, end = run[kind](lib, int(n))
+        times[spec] = [middle[0] - start[0], end[0] - middle[0], middle[1] - start[1], end[1] - middle[1]]
     print(json.dumps(times))
 
 
@@ -168,21 +176,23 @@ def measure(engines, chains, rounds):
 
 def report(results, chains):
     labels = list(results)
+    rounds = len(results["gradflow"])
     for spec in chains:
         kind, n = spec.split(":")
         ops = int(n) * OPS_PER_STEP[kind]
-        print(f"\n{kind} chain, {ops} ops ({spec}): median seconds over {len(results['gradflow'])} rounds, us per op")
+        print(f"\n{kind} chain, {ops} ops ({spec}): medians over {rounds} rounds, seconds (us per op)")
         for phase, k in (("forward", 0), ("backward", 1)):
-            cells = []
-            for label in labels:
-                t = statistics.median(r[spec][k] for r in results[label])
-                cells.append(f"{label} {t:.3f} s ({1e6 * t / ops:.2f} us)")
-            print(f"  {phase:8s} " + "; ".join(cells))
-            ratios = []
-            for label in labels[1:]:
-                paired = [g[spec][k] / o[spec][k] for g, o in zip(results["gradflow"], results[label])]
-                ratios.append(f"/ {label} {statistics.median(paired):.2f} ({min(paired):.2f} to {max(paired):.2f})")
-            print(f"  {'':8s} gradflow " + "; ".join(ratios))
+            for clock, c in (("wall", 0), ("CPU", 2)):
+                cells = []
+                for label in labels:
+                    t = statistics.median(r[spec][k + c] for r in results[label])
+                    cells.append(f"{label} {t:.3f} ({1e6 * t / ops:.2f})")
+                ratios = []
+                for label in labels[1:]:
+                    paired = [g[spec][k + c] / o[spec][k + c] for g, o in zip(results["gradflow"], results[label])]
+                    ratios.append(f"{label} {statistics.median(paired):.2f} ({min(paired):.2f} to {max(paired):.2f})")
+                print(f"  {phase:8s} {clock:4s} " + "; ".join(cells))
+                print(f"  {'':13s} gradflow / " + "; ".join(ratios))
 
 
 def main():

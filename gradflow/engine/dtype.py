@@ -30,10 +30,14 @@ class DType:
     there: engine/shape.py).
     """
 
-    __slots__ = ("dtype",)
+    # numpy 2.4 asks an object for `__numpy_dtype__` before `.dtype`: held here as a slot, the answer costs
+    # what an np.dtype's does (through __getattr__ below, numpy's missing attribute raised and caught
+    # took 10 us, at every astype and np.zeros(..., dtype=x.dtype))
+    __slots__ = ("dtype", "__numpy_dtype__")
 
     def __init__(self, dtype):
         object.__setattr__(self, "dtype", np.dtype(dtype))
+        object.__setattr__(self, "__numpy_dtype__", self.dtype)
 
     def __repr__(self):
         return f"torch.{_TORCH_NAMES.get(self.dtype.name, self.dtype.name)}"
@@ -44,7 +48,9 @@ class DType:
         return format(self.dtype.name, spec)
 
     def __eq__(self, other):
-        if isinstance(other, (DType, np.dtype)) or (isinstance(other, type) and issubclass(other, np.generic)):
+        if type(other) is DType:
+            return self.dtype == other.dtype
+        if isinstance(other, np.dtype) or (isinstance(other, type) and issubclass(other, np.generic)):
             return self.dtype == np.dtype(other)
         return NotImplemented
 

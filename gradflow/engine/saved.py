@@ -48,13 +48,21 @@ def guard_saved(ctx, arrays, out):
     saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
     versions = []
     for i, (t, a) in enumerate(zip(ctx.inputs, arrays)):
-        if a is not None and any(same_memory(s, a) for s in saved):
+        if a is not None and _shares_memory(saved, a):
             versions.append((i, t, t.version))
             t._hold(ctx, i)
-    if any(same_memory(s, out._data) for s in saved):  # softmax and exp save their output
+    if _shares_memory(saved, out._data):  # softmax and exp save their output
         out._hold(ctx, None)
         versions.append((None, weakref.ref(out), out.version))
     ctx._saved_versions = tuple(versions)
+
+
+def _shares_memory(saved, a):
+    """True if one of the arrays `saved` is array a or a view of its memory."""
+    for s in saved:  # noqa: SIM110 (a loop, not any() over a generator: this runs for every op, twice or more)
+        if s is a or same_memory(s, a):
+            return True
+    return False
 
 
 def check_saved(node):
@@ -135,13 +143,18 @@ class SavedMemory:
         return None
 
     def _hold(self, node, index):
-        """Record that `node` saved this memory (as its input `index`, or its output when None)."""
+        """Record that `node` saved this memory (as its input `index`, or its output when None).
+
+        The entries of finished graphs are forgotten (a parameter is saved at every step) when the list
+        reaches a power of two: a weight that one graph uses n times (a loop over the characters of a
+        word) then costs O(n) in all, not O(n^2) as when the list was filtered at every entry past 8."""
         owner = self if self._base is None else self._base
-        if owner._saved_by is None:
-            owner._saved_by = []
-        elif len(owner._saved_by) >= 8:  # a parameter is saved at every step: forget finished graphs
-            owner._saved_by = [h for h in owner._saved_by if (n := h[0]()) is not None and not n._freed]
-        owner._saved_by.append((weakref.ref(node), index))
+        held = owner._saved_by
+        if held is None:
+            owner._saved_by = held = []
+        elif len(held) >= 8 and len(held) & (len(held) - 1) == 0:  # at 8, 16, 32, ... entries (see above)
+            held[:] = [h for h in held if (n := h[0]()) is not None and not n._freed]
+        held.append((weakref.ref(node), index))
 
 
 class SavedArray(DataArray):

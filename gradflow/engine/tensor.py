@@ -69,19 +69,26 @@ def _lift(x, other):
     """
     if isinstance(x, Tensor):
         return x
-    if np.ndim(x) == 0 and isinstance(other, Tensor):
+    if isinstance(other, Tensor) and (isinstance(x, (int, float)) or np.ndim(x) == 0):  # (np.ndim(2.0): 4 us)
         scalar = np.asarray(x)
-        if is_float(other.dtype) or not is_float(scalar.dtype):
-            return Tensor._constant(scalar.astype(other.dtype))
-        return Tensor._constant(scalar.astype(get_default_dtype()))
+        dtype = other._data.dtype  # numpy's dtype: the engine reads its arrays, not the DType users see
+        if dtype.kind != "f" and scalar.dtype.kind == "f":
+            dtype = get_default_dtype()
+        return Tensor._constant(scalar.astype(dtype))
     return Tensor(x)
 
 
 def _binary(op, a, b):
     a, b = _lift(a, b), _lift(b, a)
-    if a.shape != b.shape:
-        broadcast_shape(op.name, a.shape, b.shape)
+    _check_broadcast(op.name, a, b)
     return kernel(op).apply(a, b)
+
+
+def _check_broadcast(op, a, b):
+    """Tensors a and b broadcast together, or the error names op and the axis where they clash."""
+    a_shape, b_shape = a._data.shape, b._data.shape  # numpy's tuples: a torch.Size is built for users only
+    if a_shape != b_shape and a_shape and b_shape:  # (a 0-d operand, a number, broadcasts to any shape)
+        broadcast_shape(op, a_shape, b_shape)
 
 
 def _index_arg(index):
@@ -206,17 +213,17 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         """None, a tensor or an array of this tensor's shape (kept as given, converted to this dtype)."""
         if value is not None:
             array = value._data if isinstance(value, Tensor) else np.asarray(value)
-            if array.shape != self.shape:
+            if array.shape != self._data.shape:
                 raise ValueError(f"grad: shape {array.shape} does not match the tensor's shape {self.shape}")
-            if not isinstance(value, Tensor) or value.dtype != self.dtype or value.requires_grad:
-                value = Tensor._constant(np.array(array, dtype=self.dtype))
+            if not isinstance(value, Tensor) or array.dtype != self._data.dtype or value.requires_grad:
+                value = Tensor._constant(np.array(array, dtype=self._data.dtype))
         self._grad = value
 
     def _accumulate_grad(self, g):
         if self._grad is None:
             # a copy (g may be shared with other tensors), in C order like the data: a weight's gradient
             # often arrives transposed, and the optimizer's passes over it are faster in the data's order
-            self._grad = Tensor._constant(np.array(g, dtype=self.dtype, order="C"))
+            self._grad = Tensor._constant(np.array(g, dtype=self._data.dtype, order="C"))
         else:  # in place, as PyTorch does; the version count protects a graph that saved the old sum
             total = self._grad.in_place()
             total += g
@@ -374,7 +381,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         if not isinstance(other, (Tensor, np.ndarray, np.generic, numbers.Number, list, tuple)):
             return NotImplemented  # pytest.approx and the like compare themselves with the tensor
         other = _lift(other, self)
-        broadcast_shape(fn.__name__, self.shape, other.shape)
+        _check_broadcast(fn.__name__, self, other)
         return Tensor._constant(fn(self._data, other._data))
 
     def __eq__(self, other):
@@ -481,7 +488,7 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     # --- reductions over axis: an int, a tuple, or None for every axis --------------------------
 
     def _reduce(self, name, op, axis, keepdims, **params):
-        return kernel(op).apply(self, axis=normalize_axes(name, axis, self.shape), keepdims=keepdims, **params)
+        return kernel(op).apply(self, axis=normalize_axes(name, axis, self._data.shape), keepdims=keepdims, **params)
 
     @pytorch_keywords
     def sum(self, axis=None, keepdims=False):
@@ -495,8 +502,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
     @pytorch_keywords(answered_by=var_as_pytorch)  # x.var(dim=1): PyTorch's unbiased estimate
     def var(self, axis=None, keepdims=False, *, ddof=0):
         """y = 1/(N - ddof) sum (x - mean)^2 over axis: the population variance, as numpy's, unless ddof=1."""
-        axes = normalize_axes("var", axis, self.shape)
-        n = math.prod(self.shape[a] for a in axes)
+        axes = normalize_axes("var", axis, self._data.shape)
+        n = math.prod(self._data.shape[a] for a in axes)
         if n - ddof <= 0:
             raise ValueError(
                 f"var: {n} element(s) along axis {axes} of shape {self.shape} leave nothing to divide by "
@@ -541,15 +548,15 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         """y_i = x_0 + ... + x_i along axis (required, as in PyTorch: x.cumsum(0), x.cumsum(dim=1))."""
         if axis is None:
             raise TypeError("cumsum: give the axis to sum along, e.g. x.cumsum(dim=0)")
-        return kernel(ops.Cumsum).apply(self, axis=normalize_axis("cumsum", axis, self.shape))
+        return kernel(ops.Cumsum).apply(self, axis=normalize_axis("cumsum", axis, self._data.shape))
 
     @pytorch_keywords
     def softmax(self, axis=-1):
-        return kernel(ops.Softmax).apply(self, axis=normalize_axis("softmax", axis, self.shape))
+        return kernel(ops.Softmax).apply(self, axis=normalize_axis("softmax", axis, self._data.shape))
 
     @pytorch_keywords
     def log_softmax(self, axis=-1):
-        return kernel(ops.LogSoftmax).apply(self, axis=normalize_axis("log_softmax", axis, self.shape))
+        return kernel(ops.LogSoftmax).apply(self, axis=normalize_axis("log_softmax", axis, self._data.shape))
 
     # --- shape ----------------------------------------------------------------------------------
 
@@ -588,8 +595,8 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
         """Swap two axes (PyTorch's transpose; numpy's transpose is `permute` here)."""
         if axis0 is None or axis1 is None:
             raise TypeError("transpose: give the two axes to swap, e.g. x.transpose(1, 2)")
-        a = normalize_axis("transpose", axis0, self.shape)
-        b = normalize_axis("transpose", axis1, self.shape)
+        a = normalize_axis("transpose", axis0, self._data.shape)
+        b = normalize_axis("transpose", axis1, self._data.shape)
         axes = list(range(self.ndim))
         axes[a], axes[b] = b, a
         return kernel(ops.Permute).apply(self, axes=tuple(axes))
@@ -708,13 +715,14 @@ class Tensor(PyTorchNames, InPlace, SavedMemory):
 def matmul(a, b):
     """a @ b: 1-D, 2-D or batched, with the batch axes broadcast."""
     a, b = _lift(a, b), _lift(b, a)
-    if a.ndim == 0 or b.ndim == 0:
+    a_shape, b_shape = a._data.shape, b._data.shape
+    if not a_shape or not b_shape:
         raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
-    if a.shape[-1] != k_b:
-        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner sizes {a.shape[-1]} and {k_b} differ")
+    k_b = b_shape[0] if len(b_shape) == 1 else b_shape[-2]
+    if a_shape[-1] != k_b:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner sizes {a_shape[-1]} and {k_b} differ")
     try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
     except ValueError:
         raise ValueError(
             f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} cannot be broadcast"
