@@ -2,7 +2,8 @@
 opens from disk with no network, a click shows the engine's numbers, step mode walks backward, and
 a fused attention op opens into its scores. At laptop (1366x768) and desktop (1920x1080) sizes the
 node text is readable, a step's op and its neighbours are on screen and its panel holds gradient in,
-rule and gradient out; the tour runs; hostile names cannot blank a page or run.
+rule and gradient out; the tour runs; the Training tab scrubs a run's weight snapshots beside its
+validation curve; hostile names cannot blank a page or run.
 
 Skipped without Chromium (/usr/bin/chromium, Debian's package) or playwright, unless
 GRADFLOW_REQUIRE_BROWSER=1, when they must be there. GRADFLOW_SCREENSHOTS=1 also saves the
