@@ -26,11 +26,14 @@ def test_the_cli_tests_pass_in_a_folder_holding_a_finished_run_and_leave_it_unto
     train = [sys.executable, "-m", "gradflow", "train", *small, *short]  # the README's command, made small
     subprocess.run(train, cwd=user, capture_output=True, check=True)
     run = files(user)
-    assert set(run) == {"out", "out/ckpt.npz", "out/metrics.jsonl", "out/loss.png"}
+    snapshots = {"out/snapshots", *(f"out/snapshots/step-{step:08d}.npz" for step in range(3))}  # at each evaluation
+    assert set(run) == {"out", "out/ckpt.npz", "out/metrics.jsonl", "out/loss.png", *snapshots}
 
     # only pytest's own machinery: an installed plugin may write into the folder it runs in, as a user's would
+    # (so no workers either: the project's addopts ask pytest-xdist for them)
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'pytest'}"]
+    pytest = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider"]
+    pytest.append(f"--basetemp={tmp_path / 'pytest'}")
     done = subprocess.run([*pytest, str(TESTS / "test_cli.py")], cwd=user, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert files(user) == run
