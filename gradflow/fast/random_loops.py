@@ -8,8 +8,9 @@ tempering of engine/mt19937.py, the uniforms and the forward swaps of engine/rng
 blocks of engine/box_muller.py. Where the plain form emulates a fused multiply-add exactly (rounding
 to odd), a loop asks for one (LLVM's llvm.fma: the processor's instruction where it has one, the C
 library's fma otherwise), which rounds once as well. float64 normals call the C library's log, cos and
-sin, as numpy's passes do on processors without AVX-512 (numpy has vectorized forms of its own for
-those); PyTorch's kernel calls the C library's too.
+sin, as PyTorch's kernel does, and as numpy's passes do on the AVX2 processors measured here (numpy
+has vectorized forms of its own for some processors with AVX-512: there the plain tier's float64
+normals could differ in the last bit; not measured).
 
 Integers are held in int64 between a load and a store: numba widens the arithmetic of narrower ones,
 and an unsigned 64-bit integer mixed with a signed one would become a float.
@@ -20,11 +21,11 @@ import math
 import numba
 import numpy as np
 from numba import types
+from numba.cpython.unsafe.numbers import viewer  # a bitcast: the same bits as another type
 from numba.extending import intrinsic
 
 from gradflow.engine import box_muller
 from gradflow.engine.mt19937 import M, N
-from gradflow.fast.loops import float_from_bits
 
 f32 = np.float32
 
@@ -53,17 +54,6 @@ def square_root(typingctx, x):
         return builder.call(builder.module.declare_intrinsic("llvm.sqrt", [args[0].type]), args)
 
     return x(x), codegen
-
-
-@intrinsic
-def bits_of(typingctx, x):
-    """The integer whose bits are those of the float x (a float32 gives an int32); float_from_bits' inverse."""
-    kind = {types.float32: types.int32, types.float64: types.int64}[x]
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(kind))
-
-    return kind(x), codegen
 
 
 # --- the Mersenne Twister (engine/mt19937.py) ---
@@ -152,8 +142,8 @@ _TWO_PI_32, _FOUR_OVER_PI = f32(2.0 * math.pi), f32(4 / math.pi)
 @numba.njit(inline="always")
 def log_cephes(x):
     """box_muller.log_cephes for one float32 x > 0, without branches (so that a block's 8 vectorize)."""
-    bits = np.int64(bits_of(max(x, _TINY)))
-    m = float_from_bits(np.int32((bits & 0x807FFFFF) | 0x3F000000))  # in [0.5, 1)
+    bits = np.int64(viewer(max(x, _TINY), types.int32))
+    m = viewer(np.int32((bits & 0x807FFFFF) | 0x3F000000), types.float32)  # in [0.5, 1)
     small = m < _SQRT_HALF  # then 2m - 1, and one less in e
     e = f32((bits >> 23) - 0x7F) + _ONE - (_ONE if small else _ZERO)
     f = (m - _ONE) + (m if small else _ZERO)
