@@ -173,6 +173,25 @@ def test_memory_held_by_two_graphs_stays_guarded_until_both_are_done():
     layer.weight.data[0, 0] = 1.0
 
 
+def test_a_weight_used_at_every_step_of_a_loop_stays_guarded_by_every_use():
+    """One graph saves w a hundred times (the list of the nodes that saved it is pruned at 8, 16, 32, ...
+    entries, dropping only finished graphs); finished graphs are forgotten, so the list stays short."""
+    w = gf.tensor([0.9, 1.1], requires_grad=True)
+    y = x = gf.tensor([1.0, 2.0], requires_grad=True)
+    for _ in range(100):
+        y = y * w
+    assert len(w._saved_by) == 100
+    with pytest.raises(RuntimeError, match="a tensor of shape \\(2,\\) cannot be written in place: mul saved it"):
+        w.data[0] = 1.0
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.data, 100 * np.array([0.9, 1.1]) ** 99 * [1.0, 2.0], rtol=1e-4)
+    np.testing.assert_allclose(x.grad.data, np.array([0.9, 1.1]) ** 100, rtol=1e-4)
+    w.data[0] = 0.9  # every use has run its backward
+    for _ in range(100):
+        (x * w).sum().backward()
+    assert len(w._saved_by) <= 8
+
+
 def test_a_retained_graph_keeps_its_arrays_guarded_until_it_is_freed():
     layer, x, loss = linear_loss()
     loss.backward(retain_graph=True)

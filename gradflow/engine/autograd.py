@@ -93,7 +93,7 @@ class Function:
     casts = False  # True for an op whose purpose is its output's dtype (Cast): exempt from keep_dtype
     scope = ()  # the modules whose forward ran the op, outermost first (naming.module_scope sets it)
     _saved = ()
-    _saved_versions = ()  # (input index, input, its version) for each input whose memory forward saved
+    _saved_versions = ()  # (input index, its version) for each input whose memory forward saved (None: the output)
     _freed = False
     _retained = None
 

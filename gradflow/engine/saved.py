@@ -46,14 +46,15 @@ def guard_saved(ctx, arrays, out):
     its own output alive, and once nothing holds the output nothing can write into it.
     """
     saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
-    versions = []
+    versions = []  # (input index, its version): numbers only, which Python's garbage collector need not visit
     for i, (t, a) in enumerate(zip(ctx.inputs, arrays)):
         if a is not None and _shares_memory(saved, a):
-            versions.append((i, t, t.version))
-            t._hold(ctx, i)
+            versions.append((i, t.version))
+            t._hold(ctx)
     if _shares_memory(saved, out._data):  # softmax and exp save their output
-        out._hold(ctx, None)
-        versions.append((None, weakref.ref(out), out.version))
+        out._hold(ctx)
+        ctx._saved_output = weakref.ref(out)
+        versions.append((None, out.version))
     ctx._saved_versions = tuple(versions)
 
 
@@ -72,8 +73,8 @@ def check_saved(node):
             f"backward: trying to backward through the graph a second time, but {node.name} freed its "
             "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
         )
-    for i, t, version in node._saved_versions:
-        t = t() if i is None else t  # the output, weakly held (see guard_saved)
+    for i, version in node._saved_versions:
+        t = _saved_tensor(node, i)
         if t is not None and t.version != version:
             role = "output" if i is None else f"input {i}"
             raise RuntimeError(
@@ -82,6 +83,22 @@ def check_saved(node):
                 "forward pass used: run the forward pass again after changing them (optimizer.step() "
                 "changes every parameter)"
             )
+
+
+def _saved_tensor(node, i):
+    """The tensor whose memory node saved as its input i, or as its output (i None; weakly held, see
+    guard_saved: None once nothing else holds it)."""
+    return node._saved_output() if i is None else node.inputs[i]
+
+
+def _role(node, owner):
+    """How node saved the memory of `owner`: 'its input i' or 'its output' (the last such, as listed)."""
+    role = "it"
+    for i, _ in node._saved_versions:
+        t = _saved_tensor(node, i)
+        if t is not None and (t if t._base is None else t._base) is owner:
+            role = "its output" if i is None else f"its input {i}"
+    return role
 
 
 # --- the tensor's side: the version of its memory, the nodes that saved it, its guarded .data ----
@@ -97,7 +114,7 @@ class SavedMemory:
     # class-level defaults, so that making a tensor costs nothing more
     _version = 0  # how many in-place updates its memory has had (see in_place); a view counts its base's
     _base = None  # for a view of another tensor's memory (reshape, transpose, slice, detach): that tensor
-    _saved_by = None  # [(weak reference to an op's node, input index)]: ops that saved this memory for backward
+    _saved_by = None  # [weak reference to an op's node]: the ops that saved this memory for backward
 
     @property
     def data(self):
@@ -132,18 +149,18 @@ class SavedMemory:
         return {k: v for k, v in self.__dict__.items() if k not in ("_saved_by", "_base")}
 
     def _holder(self):
-        """(node, input index) of a live, not yet backwarded op that saved this memory, or None."""
+        """A live, not yet backwarded op's node that saved this memory, or None."""
         owner = self if self._base is None else self._base
         held = owner._saved_by
         while held:  # the newest first; entries of freed or deleted graphs are dropped on the way
-            node = held[-1][0]()
+            node = held[-1]()
             if node is not None and not node._freed:
-                return node, held[-1][1]
+                return node
             held.pop()
         return None
 
-    def _hold(self, node, index):
-        """Record that `node` saved this memory (as its input `index`, or its output when None).
+    def _hold(self, node):
+        """Record that `node` saved this memory (as an input, or as its output: node._saved_versions says).
 
         The entries of finished graphs are forgotten (a parameter is saved at every step) when the list
         reaches a power of two: a weight that one graph uses n times (a loop over the characters of a
@@ -153,8 +170,8 @@ class SavedMemory:
         if held is None:
             owner._saved_by = held = []
         elif len(held) >= 8 and len(held) & (len(held) - 1) == 0:  # at 8, 16, 32, ... entries (see above)
-            held[:] = [h for h in held if (n := h[0]()) is not None and not n._freed]
-        held.append((weakref.ref(node), index))
+            held[:] = [r for r in held if (n := r()) is not None and not n._freed]
+        held.append(weakref.ref(node))  # (one weak reference per node, shared by its inputs' lists)
 
 
 class SavedArray(DataArray):
@@ -191,14 +208,13 @@ class SavedArray(DataArray):
             # a graph that nothing reaches may only be waiting for Python's cycle collector (x[i] += v reads
             # x before changing it, so the graph of that change holds a cycle: engine/inplace.py)
             gc.collect()
-        holder = None if tensor is None else tensor._holder()
-        if holder is None:  # backward has run, or the graph was deleted: the memory is free again
+        node = None if tensor is None else tensor._holder()
+        if node is None:  # backward has run, or the graph was deleted: the memory is free again
             self._guard = None
             if self.base.flags.writeable:  # (memory read-only on purpose stays so)
                 self.flags.writeable = True
             return
-        node, index = holder
-        role = "its output" if index is None else f"its input {index}"
+        role = _role(node, tensor if tensor._base is None else tensor._base)
         raise RuntimeError(
             f"tensor.data: {describe(tensor, node.scope)} cannot be written in place: {node.name} saved "
             f"it ({role}) for a backward pass that has not run; write after backward() (or once the graph is "
