@@ -556,7 +556,9 @@ LOAD_ARGS = [
 
 
 @needs_torch
-@pytest.mark.parametrize("load_args", LOAD_ARGS, ids=str)
+@pytest.mark.parametrize(
+    "load_args", LOAD_ARGS, ids=lambda args: str({k: "fn" if callable(v) else v for k, v in args.items()})
+)
 def test_load_takes_map_location_and_weights_only_as_pytorch(tmp_path, load_args):
     results = []
     for lib in (gf, torch):
