@@ -39,14 +39,14 @@ def twist(u, v):
 
 
 def next_block(x):
-    """The 624 words after block x (see the docstring): three slices of numpy ops and the last word."""
+    """The 624 words after block x (see the docstring): three slices of numpy ops, and the last word alone."""
     new = np.empty(N, np.uint32)
     t = twist(x[:-1], x[1:])  # T of each old pair, all known at once; only the last one needs a new word
     k = N - M  # 227
     new[:k] = x[M:] ^ t[:k]
     new[k : 2 * k] = new[:k] ^ t[k : 2 * k]
     new[2 * k : N - 1] = new[k : N - 1 - k] ^ t[2 * k :]
-    new[N - 1] = new[M - 1] ^ twist(x[N - 1 :], new[:1])[0]
+    new[N - 1] = new[M - 1] ^ twist(x[N - 1], new[0])
     return new
 
 
