@@ -74,7 +74,7 @@ def check_saved(node):
             "saved arrays after the first; call backward(retain_graph=True) the first time to keep them"
         )
     for i, version in node._saved_versions:
-        t = _saved_tensor(node, i)
+        t = node._saved_output() if i is None else node.inputs[i]  # the output, weakly held (see guard_saved)
         if t is not None and t.version != version:
             role = "output" if i is None else f"input {i}"
             raise RuntimeError(
@@ -85,17 +85,11 @@ def check_saved(node):
             )
 
 
-def _saved_tensor(node, i):
-    """The tensor whose memory node saved as its input i, or as its output (i None; weakly held, see
-    guard_saved: None once nothing else holds it)."""
-    return node._saved_output() if i is None else node.inputs[i]
-
-
 def _role(node, owner):
     """How node saved the memory of `owner`: 'its input i' or 'its output' (the last such, as listed)."""
     role = "it"
     for i, _ in node._saved_versions:
-        t = _saved_tensor(node, i)
+        t = node._saved_output() if i is None else node.inputs[i]
         if t is not None and (t if t._base is None else t._base) is owner:
             role = "its output" if i is None else f"its input {i}"
     return role
