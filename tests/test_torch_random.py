@@ -290,7 +290,7 @@ def test_each_fast_kernel_gives_its_plain_functions_numbers(form):
                 offsets = words[: n - 1].astype(np.int64) % np.arange(n, 1, -1)
                 assert_array_equal(fast_mt19937.forward_swaps(offsets), rng.forward_swaps(offsets), strict=True)
             for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
-                for n in (16, 17, 1000, 4099):
+                for n in (16, 17, 1000, 100_003):
                     u = uniforms(dtype, n, seed)
                     for mean, std in [(0.0, 1.0), (0.3, 2.5), (-1.5, 0.02)]:
                         ours = fast_mt19937.block_normals(u, mean, std, dtype)
