@@ -23,6 +23,7 @@ import numpy as np
 from gradflow import nn
 from gradflow.models import hf
 from gradflow.models.decoder import Decoder
+from gradflow.nn import functional as F
 from gradflow.pretrained import GGUFFile, smollm2_path
 from gradflow.text import PretrainedBPETokenizer
 
@@ -70,12 +71,19 @@ class Llama(Decoder):
 
         With a cache (from new_cache), ids are the next tokens after those already cached; RoPE
         reads their positions from the cache.
+
+        In training mode with targets the logits are None: the loss comes from the head and the
+        cross-entropy as one op (F.linear_cross_entropy), which never holds the (B, T, vocab)
+        logits, nor their softmax and gradient (114 MB each for SmolLM2 at 8 x 76 tokens).
         """
         ids = self.token_ids(ids)  # (B, T)
         x = self.embed_tokens(ids)  # (B, T, d)
         for i, layer in enumerate(self.layers):
             x = layer(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
-        logits = self.lm_head(self.norm(x))  # (B, T, vocab)
+        h = self.norm(x)
+        if targets is not None and self.training and type(self.lm_head) is nn.Linear:  # (not a LoRA-adapted head)
+            return None, F.linear_cross_entropy(h, self.lm_head.weight, self.token_ids(targets), self.lm_head.bias)
+        logits = self.lm_head(h)  # (B, T, vocab)
         return logits, self.loss(logits, targets)
 
     @classmethod

@@ -1,6 +1,8 @@
 """Each fused op equals its reference, the same computation composed from primitive ops
 (gradflow/engine/ops/composed.py), in value and in gradient: the hand-derived backward is right."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -29,6 +31,11 @@ FUSED = {  # each computation ends in one fused op: (the computation, its inputs
     "var": (lambda x: x.var(axis=1), [(3, 7)]),
     "var unbiased": (lambda x: x.var(dim=1), [(3, 7)]),
     "linear": (lambda x, w, b: F.linear(x, w, b), [(2, 3, 4), (5, 4), (5,)]),
+    "linear_cross_entropy": (lambda x, w, b: F.linear_cross_entropy(x, w, TARGETS, b), [(4, 3), (5, 3), (5,)]),
+    "linear_cross_entropy ignoring a row, sum": (
+        lambda x, w: F.linear_cross_entropy(x, w, np.array([1, -100, 3, 3]), reduction="sum"),
+        [(4, 3), (5, 3)],
+    ),
     "embedding": (lambda w: F.embedding(IDS, w), [(5, 4)]),
     "rope halves": (lambda x: F.rope(x, *ROPE_TABLE), [(2, 3, 5, 8)]),
     "rope interleaved": (lambda x: F.rope(x, *ROPE_TABLE, interleaved=True), [(2, 3, 5, 8)]),
@@ -115,6 +122,46 @@ def test_each_step_of_a_reference_is_shown_to_its_watcher():
     out = composed.attention(q, k, v, causal=True, step=watch)
     assert seen == [("q k^T", (2, 3, 5)), ("scores", (2, 3, 5)), ("masked", (2, 3, 5)), ("weights", (2, 3, 5))]
     np.testing.assert_array_equal(out.data, composed.attention(q, k, v, causal=True).data)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_linear_cross_entropy_in_chunks_of_rows_is_the_whole_computation(monkeypatch, reduction):
+    """Rows taken two and three at a time (7 rows: the last chunk short), in float64: the loss and every
+    gradient of cross_entropy(linear(x, W, b), t), with an upstream gradient other than 1."""
+    from gradflow.engine.ops import linear_cross_entropy
+
+    x, w, b = inputs([(7, 4), (6, 4), (6,)])
+    t = np.array([5, 0, -100, 3, 3, 1, 0])
+    fused = lambda x, w, b: F.linear_cross_entropy(x, w, t, b, reduction=reduction) * 1.7  # noqa: E731
+    whole = values_and_grads(
+        lambda x, w, b: F.cross_entropy(F.linear(x, w, b), t, reduction=reduction) * 1.7, [x, w, b]
+    )
+    for rows in (2, 3):
+        monkeypatch.setattr(linear_cross_entropy, "CHUNK", rows * len(w))
+        assert_same(values_and_grads(fused, [x, w, b]), whole)
+    with gf.no_grad():  # nothing recorded: the loss alone, the same
+        np.testing.assert_allclose(fused(gf.tensor(x), gf.tensor(w), gf.tensor(b)).data, whole[0], rtol=1e-12)
+
+
+def test_linear_cross_entropy_keeps_no_array_of_logits_for_backward():
+    x, w = gf.randn(5, 3, requires_grad=True), gf.randn(8, 3)  # a frozen head: x's gradient alone
+    loss = F.linear_cross_entropy(x, w, np.array([1, 2, 3, 4, 5]))
+    assert [None if a is None else a.shape for a in loss.grad_fn.saved_tensors] == [(5, 3), None, None]
+
+
+@pytest.mark.parametrize(
+    "call, error, says",
+    [
+        (lambda x, w: F.linear_cross_entropy(x, w, np.zeros(5, int), reduction="none"), ValueError, '"mean" or "sum"'),
+        (lambda x, w: F.linear_cross_entropy(x, w, np.zeros(4, int)), ValueError, "targets of shape (4,)"),
+        (lambda x, w: F.linear_cross_entropy(x, w, np.full(5, 8)), IndexError, "target 8 is out of range for 8"),
+        (lambda x, w: F.linear_cross_entropy(x, w.T, np.zeros(5, int)), ValueError, "needs a weight (C, 3)"),
+        (lambda x, w: F.linear_cross_entropy(x, w, np.zeros(5)), TypeError, "integer class ids"),
+    ],
+)
+def test_linear_cross_entropy_names_a_bad_argument(call, error, says):
+    with pytest.raises(error, match=re.escape(says)):
+        call(gf.randn(5, 3), gf.randn(8, 3))
 
 
 def test_fused_ops_are_one_node():

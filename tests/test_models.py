@@ -46,6 +46,28 @@ def test_end_to_end_gradcheck_wrt_every_parameter(name, float64):
     assert gf.gradcheck(lambda *ps: model(IDS, targets)[1], *model.parameters())
 
 
+@pytest.mark.parametrize("name", ["llama", "qwen-style"])
+def test_llama_training_loss_is_the_loss_of_its_logits(name, float64):
+    """In training mode the head and the loss are one op (no logits); in eval mode the logits are formed
+    and their cross-entropy taken: the same loss and the same gradient of every parameter."""
+    model = TINY[name]()
+    targets = np.roll(IDS, -1, axis=1)
+    targets[1, 4:] = -100  # padding: counts for nothing in both
+    runs = []
+    for training in (True, False):
+        model.train(training)
+        model.zero_grad()
+        logits, loss = model(IDS, targets)
+        assert (logits is None) == training
+        assert loss.grad_fn.name == ("linear_cross_entropy" if training else "cross_entropy")
+        loss.backward()
+        runs.append((loss.item(), [p.grad.numpy().copy() for p in model.parameters()]))
+    (trained, g1), (evaluated, g2) = runs
+    assert trained == pytest.approx(evaluated, rel=1e-13)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
 @pytest.mark.parametrize("name", TINY)
 def test_kv_cached_decoding_gives_the_full_forward_logits(name, float64):
     model = TINY[name]()

@@ -213,6 +213,15 @@ def kl_div(input, target, reduction="mean", log_target=False):
     return _reduce(losses, reduction)
 
 
+def _check_classes(op, targets, n_classes, ignore_index):
+    """Every target that counts is a class id in [0, n_classes), or an IndexError naming the first that is not."""
+    counted = targets if ignore_index is None else targets[targets != ignore_index]
+    bad = counted[(counted < 0) | (counted >= n_classes)]
+    if bad.size:
+        skip = f" (only targets equal to ignore_index={ignore_index} are skipped)" if ignore_index is not None else ""
+        raise IndexError(f"{op}: target {bad[0]} is out of range for {n_classes} classes{skip}")
+
+
 def _class_scores(op, logits, targets, ignore_index):
     """Scores and integer class targets as (rows, C) and (rows,), checked, and the shape of the
     per-target losses: logits (N, C) with targets (N,), or PyTorch's (N, C, d1, ...) with classes
@@ -236,11 +245,7 @@ def _class_scores(op, logits, targets, ignore_index):
         )
     if targets.shape != expected:
         raise ValueError(f"{op}: targets of shape {targets.shape} do not match logits of shape {logits.shape}")
-    counted = targets if ignore_index is None else targets[targets != ignore_index]
-    bad = counted[(counted < 0) | (counted >= n_classes)]
-    if bad.size:
-        skip = f" (only targets equal to ignore_index={ignore_index} are skipped)" if ignore_index is not None else ""
-        raise IndexError(f"{op}: target {bad[0]} is out of range for {n_classes} classes{skip}")
+    _check_classes(op, targets, n_classes, ignore_index)
     if logits.ndim > 2:  # classes last, then one row per target
         logits = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, n_classes)
     return logits, targets.reshape(-1), expected
@@ -274,6 +279,33 @@ def cross_entropy(logits, targets, *, ignore_index=-100, reduction="mean", label
     else:
         uniform = uniform.sum() / int(counts.sum())
     return (1 - label_smoothing) * loss + label_smoothing * uniform
+
+
+def linear_cross_entropy(x, weight, targets, bias=None, *, ignore_index=-100, reduction="mean"):
+    """cross_entropy(linear(x, weight, bias), targets) without forming the logits: x (..., in), weight
+    (C, in), targets x's shape without its last axis; reduction "mean" or "sum".
+
+    A language model's loss from its last hidden states and its head, as one op taking the rows a
+    few at a time (ops.LinearCrossEntropy): the same numbers, and none of the (rows, C) arrays
+    that the logits, their softmax and their gradient would be.
+    """
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f'linear_cross_entropy: reduction must be "mean" or "sum", got {reduction!r}')
+    x, weight = as_tensor(x), as_tensor(weight)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear_cross_entropy: input {x.shape} needs a weight (C, {x.shape[-1]}), got {weight.shape}")
+    if bias is not None and as_tensor(bias).shape != weight.shape[:1]:
+        raise ValueError(f"linear_cross_entropy: bias has shape {as_tensor(bias).shape}, expected {weight.shape[:1]}")
+    targets = np.asarray(targets)
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"linear_cross_entropy: targets must be integer class ids, got {targets.dtype}")
+    if targets.shape != x.shape[:-1]:
+        raise ValueError(f"linear_cross_entropy: targets of shape {targets.shape} do not match input {x.shape}")
+    _check_classes("linear_cross_entropy", targets, weight.shape[0], ignore_index)
+    rows, t = x.reshape(-1, x.shape[-1]), targets.reshape(-1)
+    return kernel(ops.LinearCrossEntropy).apply(
+        rows, weight, bias, targets=t, ignore_index=ignore_index, reduction=reduction
+    )
 
 
 def nll_loss(log_probs, targets, *, ignore_index=-100, reduction="mean"):

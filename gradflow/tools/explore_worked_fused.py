@@ -7,6 +7,7 @@ the docstring names them.
     layer_norm       dL/dx_k = r (gh_k - mean(gh) - xhat_k mean(gh xhat)),   gh = g w
     rms_norm         dL/dx_k = r (gh_k - xhat_k mean(gh xhat))
     cross_entropy    dL/dz_nc = g (softmax(z_n)_c - [c = t_n]) / N
+    linear_cross_entropy   dL/dx_nk = g sum_c D_nc W_ck,  D_n = (softmax(x_n W^T + b) - onehot(t_n)) / N
     attention        dq_ic = scale sum_j dS_ij k_jc,  dS_ij = A_ij (dA_ij - sum_j' A_ij' dA_ij'),  dA = g v^T
     max, min         dL/dx_e = g [x_e = y] / #ties;   var: g 2 (x_e - mean) / (N - ddof)
     log_sum_exp      dL/dx_e = g exp(x_e - y);        prod: g times the product of the others
@@ -145,6 +146,38 @@ def cross_entropy(case, j, e):
     ], value
 
 
+def linear_cross_entropy(case, j, e):
+    x, w, b = case.xs[0], case.xs[1], case.xs[2] if len(case.xs) > 2 else None
+    t = np.asarray(case.params["targets"])
+    ignore, reduction = case.params.get("ignore_index"), case.params.get("reduction", "mean")
+    valid = np.ones(t.shape, bool) if ignore is None else t != ignore
+    count = int(valid.sum()) if reduction == "mean" else 1
+    z = x @ w.T if b is None else x @ w.T + b
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p = p / p.sum(axis=1, keepdims=True)
+    hot = np.arange(len(w)) == np.where(valid, t, 0)[:, None]
+    dz = (p - hot) * valid[:, None] / count  # D: dL/dz per unit of g
+    g = float(case.g)
+    over = f" / {count}" if reduction == "mean" else ""
+    rule = f"D = (softmax(z_n) - onehot(t_n)){over} for the rows that count, z = x W^T{' + b' if b is not None else ''}"
+    if j == 0:
+        n, k = e
+        pairs, says = list(zip(dz[n], w[:, k])), f"g sum_c D_nc W_ck, D_n = {_some(dz[n])}"
+    elif j == 1:
+        c, k = e
+        pairs, says = list(zip(dz[:, c], x[:, k])), f"g sum_n D_nc x_nk, D_:c = {_some(dz[:, c])}"
+    else:
+        (c,) = e
+        pairs, says = [(v, 1.0) for v in dz[:, c]], f"g sum_n D_nc, D_:c = {_some(dz[:, c])}"
+    total = float(sum(u * v for u, v in pairs))
+    value = g * total
+    return [
+        rule,
+        f"{d(case.names[j])}{at(e)} = {says}",
+        f"  = {number(g)} * ({_products(pairs)}) = {number(g)} * {number(total)} = {number(value)}",
+    ], value
+
+
 def _attention_parts(case):
     """A = softmax(S), dA = (g v^T) * drop and dS = A (dA - rowsum(dA A)), over the broadcast batch."""
     q, k, v = case.xs[:3]
@@ -273,6 +306,7 @@ FUSED = {
     "layer_norm": layer_norm,
     "rms_norm": rms_norm,
     "cross_entropy": cross_entropy,
+    "linear_cross_entropy": linear_cross_entropy,
     "attention": attention,
     "max": _extreme("max"),
     "min": _extreme("min"),

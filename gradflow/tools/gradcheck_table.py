@@ -258,6 +258,12 @@ CASES = [
     *_cases("rms_norm no weight", lambda x: F.rms_norm(x), ((3, 5),)),
     *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), ((2, 3, 4), (5, 4), (5,))),
     *_cases("linear no bias", lambda x, w: F.linear(x, w), ((3, 4), (5, 4)), ((2, 1, 4), (2, 4))),
+    *_cases("linear_cross_entropy", lambda x, w, b: F.linear_cross_entropy(x, w, TARGETS, b), ((5, 4), (6, 4), (6,))),
+    *_cases(
+        "linear_cross_entropy sum, ignore_index, no bias",
+        lambda x, w: F.linear_cross_entropy(x, w, TARGETS, ignore_index=2, reduction="sum"),
+        ((5, 4), (6, 4)),
+    ),
     *_cases("linear", lambda x, w, b: F.linear(x, w, b), ((3, 4), (5, 4), (5,)), transposed=True),
     *_cases("rope", lambda x: F.rope(x, COS, SIN), ((3, 4),), ((2, 3, 4),)),
     *_cases("rope interleaved", lambda x: F.rope(x, COS, SIN, interleaved=True), ((2, 3, 4),)),

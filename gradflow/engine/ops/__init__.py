@@ -35,6 +35,7 @@ from gradflow.engine.ops.elementwise import (
 )
 from gradflow.engine.ops.index import Embedding, Gather, Index, IndexPut, MaskedFill, ScatterAdd, Where
 from gradflow.engine.ops.linear import Linear
+from gradflow.engine.ops.linear_cross_entropy import LinearCrossEntropy
 from gradflow.engine.ops.loss import CrossEntropy
 from gradflow.engine.ops.matmul import Matmul
 from gradflow.engine.ops.norm import LayerNorm, RMSNorm
@@ -46,8 +47,8 @@ from gradflow.engine.ops.softmax import LogSoftmax, Softmax
 
 __all__ = [
     "Abs", "Add", "Cat", "Clip", "Cos", "CrossEntropy", "Cumsum", "Div", "Einsum", "Embedding", "Exp", "Expand",
-    "Flip", "Gather", "Gelu", "GeluErf", "Index", "IndexPut", "LayerNorm", "Linear", "Log", "Log1p", "LogSoftmax",
-    "LogSumExp",
+    "Flip", "Gather", "Gelu", "GeluErf", "Index", "IndexPut", "LayerNorm", "Linear", "LinearCrossEntropy", "Log",
+    "Log1p", "LogSoftmax", "LogSumExp",
     "MaskedFill", "Matmul", "Max", "Maximum", "Mean", "Min", "Minimum", "Mul", "Neg", "Pad", "Permute", "Pow", "Prod",
     "RMSNorm", "Relu", "Reshape", "Rope", "Roll", "Rsqrt", "ScaledDotProductAttention", "ScatterAdd", "Sigmoid",
     "Silu", "Sin", "Softmax", "Sqrt", "Stack", "Sub", "Sum", "Tanh", "Var", "Where",

@@ -107,6 +107,12 @@ def linear(x, w, b=None, step=unwatched):
     return y if b is None else y + b
 
 
+def linear_cross_entropy(x, w, b=None, targets=None, ignore_index=None, reduction="mean", step=unwatched):
+    """L = cross_entropy(z, t),  z = x W^T + b: the logits formed whole"""
+    z = step("logits", linear(x, w, b))
+    return cross_entropy(z, targets, ignore_index, reduction, step=step)
+
+
 def embedding(w, ids, step=unwatched):
     """y = onehot(ids) W: the row of W at each id, as a product, so that dL/dW = onehot^T G adds the
     gradients of every place an id is used."""
@@ -157,6 +163,7 @@ REFERENCES = {  # a fused op's name (Function.name, as its node calls it) -> its
     ops.Gelu.name: gelu,
     ops.Silu.name: silu,
     ops.Linear.name: linear,
+    ops.LinearCrossEntropy.name: linear_cross_entropy,
     ops.Embedding.name: embedding,
     ops.Rope.name: rope,
 }
