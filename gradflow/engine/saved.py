@@ -108,7 +108,7 @@ class SavedMemory:
     # class-level defaults, so that making a tensor costs nothing more
     _version = 0  # how many in-place updates its memory has had (see in_place); a view counts its base's
     _base = None  # for a view of another tensor's memory (reshape, transpose, slice, detach): that tensor
-    _saved_by = None  # [weak reference to an op's node]: the ops that saved this memory for backward
+    _saved_by = None  # the ops that saved this memory for backward: a weak reference to one's node, or a list
 
     @property
     def data(self):
@@ -146,6 +146,9 @@ class SavedMemory:
         """A live, not yet backwarded op's node that saved this memory, or None."""
         owner = self if self._base is None else self._base
         held = owner._saved_by
+        if type(held) is weakref.ref:  # one node saved it (see _hold)
+            node = held()
+            return node if node is not None and not node._freed else None
         while held:  # the newest first; entries of freed or deleted graphs are dropped on the way
             node = held[-1]()
             if node is not None and not node._freed:
@@ -158,14 +161,20 @@ class SavedMemory:
 
         The entries of finished graphs are forgotten (a parameter is saved at every step) when the list
         reaches a power of two: a weight that one graph uses n times (a loop over the characters of a
-        word) then costs O(n) in all, not O(n^2) as when the list was filtered at every entry past 8."""
+        word) then costs O(n) in all, not O(n^2) as when the list was filtered at every entry past 8.
+        Memory that one node saved (most of it: an op's output, read by the next op) keeps that node's
+        reference alone, without a list: one object fewer per op for Python's garbage collector to visit."""
         owner = self if self._base is None else self._base
         held = owner._saved_by
+        node = weakref.ref(node)  # (one weak reference per node, shared by its inputs' lists)
         if held is None:
-            owner._saved_by = held = []
-        elif len(held) >= 8 and len(held) & (len(held) - 1) == 0:  # at 8, 16, 32, ... entries (see above)
-            held[:] = [r for r in held if (n := r()) is not None and not n._freed]
-        held.append(weakref.ref(node))  # (one weak reference per node, shared by its inputs' lists)
+            owner._saved_by = node
+        elif type(held) is weakref.ref:
+            owner._saved_by = [held, node]
+        else:
+            if len(held) >= 8 and len(held) & (len(held) - 1) == 0:  # at 8, 16, 32, ... entries (see above)
+                held[:] = [r for r in held if (n := r()) is not None and not n._freed]
+            held.append(node)
 
 
 class SavedArray(DataArray):
