@@ -18,6 +18,9 @@ step, the passes in place 1.4 times (the plain step's temporaries each cost a fr
 A group in one call with the decay in the loop: 1.38 times as fast as the loop a weight at a time
 with the decay's own pass (35 parameters, 804,096 values; 15 alternating rounds on a busy machine);
 with parameters of 2 to 4 values, where only Python's work per parameter counts, 1.36 times.
+Inside the baby GPT's training step (forward, backward, AdamW; 40 alternating rounds, one BLAS thread,
+a heavily loaded machine): the optimizer's step 3.2 against 4.4 ms, about half a percent of the step,
+whose medians came out no further apart than two equal variants did (1 to 3%).
 """
 
 import numpy as np

@@ -38,7 +38,8 @@ from gradflow.engine.kernels import kernels_in_use
 from gradflow.engine.threads import blas_threads
 
 ENVIRONMENT_VARIABLE = "GRADFLOW_NUMBA"
-COMPILED = "LayerNorm, both GELUs, attention's softmax, Adam's step"  # what runs loops of loops.py
+# what runs loops of loops.py
+COMPILED = "LayerNorm, both GELUs, attention's softmax, cross-entropy's softmax, Adam's step"
 
 _loops = None
 _why_not = None  # why the loops did not load (None: they did, or were not asked for yet)

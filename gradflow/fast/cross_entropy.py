@@ -12,6 +12,9 @@ Where numba is absent, or the logits are not float32 or float64, the plain op ru
 Measured (benchmarks/kernels.py --alone CrossEntropy: F.cross_entropy's forward and backward on the
 baby GPT's (768, 65) float32 logits, 15 alternating rounds on a 2-core machine under heavy load):
 2.1 times as fast as the plain op (5.5 against 11.8 ms per call, F.cross_entropy's checks included).
+Inside the baby GPT's training step (40 alternating rounds, one BLAS thread, the same machine): the
+op's forward and backward 0.34 against 1.53 ms, about half a percent of the step, whose medians
+came out no further apart than two equal variants did (1 to 3%).
 """
 
 import numpy as np
