@@ -4,7 +4,7 @@ import numpy as np
 
 from gradflow.engine.autograd import Function
 
-CHUNK = 2**21  # logits formed at once, at most: 8 MB in float32 (42 rows of SmolLM2's 49,152 classes)
+CHUNK = 2**22  # logits formed at once, at most: 16 MB in float32 (85 rows of SmolLM2's 49,152 classes)
 
 
 class LinearCrossEntropy(Function):
@@ -55,8 +55,8 @@ class LinearCrossEntropy(Function):
             d = e / s  # p
             d[picked, tr] -= 1
             d = d * weight[rows, None].astype(x.dtype)
-            if dx is not None:
-                dx[rows] = d @ w
+            if dx is not None:  # d @ w, computed as (w^T d^T)^T: OpenBLAS multiplies a few rows of 49,152
+                dx[rows] = (w.T @ d.T).T  # by W 5 to 20 times slower in that order (measured, 2 cores)
             if dw is not None:
                 dw += d.T @ xr
             if db is not None:
