@@ -26,11 +26,7 @@ class CrossEntropy(Function):
         ctx.save_for_backward(np.exp(z - lse), t, valid)
         ctx.reduction = reduction
         ctx.count = int(valid.sum())
-        if reduction == "none":
-            return losses
-        if reduction == "sum":
-            return losses.sum()
-        return losses.sum() / ctx.count if ctx.count else np.array(np.nan, dtype=z.dtype)
+        return reduced(losses, reduction, ctx.count)
 
     @staticmethod
     def backward(ctx, grad):
@@ -42,3 +38,13 @@ class CrossEntropy(Function):
         dz = p.copy()
         dz[np.arange(len(t)), t] -= 1
         return dz * weight[:, None]
+
+
+def reduced(losses, reduction, count):
+    """The rows' losses as `reduction` asks: "none" each, "sum", or "mean" over the `count` rows that
+    count (NaN if none does, as PyTorch)."""
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / count if count else np.array(np.nan, dtype=losses.dtype)
