@@ -5,6 +5,7 @@ alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128
     python benchmarks/kernels.py --context 256    # longer context: attention's causal blocks count
     python benchmarks/kernels.py --rounds 5       # quicker, noisier
     python benchmarks/kernels.py --alone CrossEntropy,AdamW --skip-step   # these kernels alone, no step
+    python benchmarks/kernels.py --skip-alone --each adam_steps,CrossEntropy --parts   # and their parts of a step
 
 Alone: forward and backward of one call on the baby GPT's shapes (and AdamW's step over its weights),
 fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain (AdamW's step also
@@ -43,6 +44,7 @@ parser.add_argument("--skip-alone", action="store_true", help="only the training
 parser.add_argument("--alone", help="time only these alone, e.g. CrossEntropy,AdamW (AdamW: the optimizer's step)")
 parser.add_argument("--skip-step", action="store_true", help="only the kernels alone")
 parser.add_argument("--each", help="in a step, leave only these kernels plain in turn, e.g. adam_steps,CrossEntropy")
+parser.add_argument("--parts", action="store_true", help="in a step, also the optimizer's and cross-entropy's ms")
 parser.add_argument("--plain-together", help="also a step with these kernels plain at once, e.g. LayerNorm,Embedding")
 args = parser.parse_args()
 
@@ -85,7 +87,8 @@ def numpy_only():
 
 
 def alternate(variants, run, rounds):
-    """{name: (median ms, median ratio to the first variant's ms in the same round)}."""
+    """{name: (median ms, median ratio to the first variant's ms in the same round)}. Where run() returns
+    milliseconds of its own (an array: the parts of a step), those are taken, each part's median apart."""
     times = {name: [] for name in variants}
     for setting in variants.values():  # warm up: first calls allocate and fill caches
         with setting():
@@ -96,10 +99,10 @@ def alternate(variants, run, rounds):
             with variants[name]():
                 time.sleep(0.05)  # BLAS's threads spin for a while after a product: let them stop
                 start = time.perf_counter()
-                run()
-                times[name].append(1000 * (time.perf_counter() - start))
+                parts = run()
+                times[name].append(1000 * (time.perf_counter() - start) if parts is None else parts)
     first = np.array(next(iter(times.values())))
-    return {name: (float(np.median(t)), float(np.median(np.array(t) / first))) for name, t in times.items()}
+    return {name: (np.median(t, axis=0), np.median(np.array(t) / first, axis=0)) for name, t in times.items()}
 
 
 def kernel_calls():
@@ -179,6 +182,21 @@ def in_a_step():
             model(x, y)[1].backward()
             optimizer.step()
 
+    def run_in_parts():
+        """ms of the steps, of the optimizer's steps in them, and of cross-entropy's forward and backward."""
+        whole = optimizer_step = 0.0
+        with gf.profile() as profile:
+            for x, y in batches:
+                start = time.perf_counter()
+                optimizer.zero_grad()
+                model(x, y)[1].backward()
+                middle = time.perf_counter()
+                optimizer.step()
+                end = time.perf_counter()
+                whole, optimizer_step = whole + end - start, optimizer_step + end - middle
+        loss = sum(f + b for op, _, f, b in profile.rows() if op == ops.CrossEntropy.name)
+        return 1000 * np.array([whole, optimizer_step, loss])
+
     variants = {"every kernel fast": lambda: gf.use_kernels("fast")}
     variants["every kernel fast, again"] = lambda: gf.use_kernels("fast")  # how far equals come apart
     variants["fast, numpy kernels only"] = numpy_only
@@ -192,8 +210,11 @@ def in_a_step():
     if not args.each:
         variants["every op plain"] = plain
     print(f"a training step, context {T}, ms ({args.rounds} rounds of {args.steps} steps):")
-    for name, (ms, ratio) in alternate(variants, run, args.rounds).items():
-        print(f"  {name:<42} {ms / args.steps:7.1f}   / fast {ratio:5.3f}")
+    parts = f"  {'optimizer':>9} / fast  {'cross-entropy':>13} / fast" if args.parts else ""
+    print(f"  {'':<42} {'step':>7} / fast{parts}")
+    for name, (ms, ratio) in alternate(variants, run_in_parts if args.parts else run, args.rounds).items():
+        cells = zip(np.atleast_1d(ms / args.steps), np.atleast_1d(ratio), (7, 9, 13))
+        print(f"  {name:<42} " + "  ".join(f"{m:{width}.2f} {r:5.3f}" for m, r, width in cells))
 
 
 if __name__ == "__main__":

@@ -16,11 +16,14 @@ Measured (benchmarks/kernels.py, alone: AdamW's step over the baby GPT's 43 para
 float32 values, 2 cores, medians of 7 alternating rounds): the loop 3.2 times as fast as the plain
 step, the passes in place 1.4 times (the plain step's temporaries each cost a fresh allocation).
 A group in one call with the decay in the loop: 1.38 times as fast as the loop a weight at a time
-with the decay's own pass (35 parameters, 804,096 values; 15 alternating rounds on a busy machine);
-with parameters of 2 to 4 values, where only Python's work per parameter counts, 1.36 times.
-Inside the baby GPT's training step (forward, backward, AdamW; 40 alternating rounds, one BLAS thread,
-a heavily loaded machine): the optimizer's step 3.2 against 4.4 ms, about half a percent of the step,
-whose medians came out no further apart than two equal variants did (1 to 3%).
+with the decay's own pass (35 parameters, 804,096 values; 15 alternating rounds on a busy machine,
+twice: 2.9 against 3.5 ms); each change alone: the group in one call, with parameters of 2 to 4
+values where only Python's work per parameter counts, 1.36 times as fast; the decay in the loop,
+both a group per call, 1.20 times (2.9 against 3.7 ms, 40 rounds).
+Inside the baby GPT's training step (kernels.py --skip-alone --each adam_steps,CrossEntropy --parts:
+forward, backward, AdamW; 30 alternating rounds, one BLAS thread, a load of about 9 on 2 cores): the
+optimizer's step 3.2 against 4.8 ms (two equal variants 1.24 times apart), under 1% of the 237 ms
+step, whose ratio (1.044) is within how far two equal variants came apart (1.021; 1 to 3% over runs).
 """
 
 import numpy as np
