@@ -9,9 +9,9 @@ The loops are the plain ops' formulas element by element, in the same order of o
 one freedom taken is in the sums along a row (total, total_of_product): they may add in any
 order ("reassoc", so that they vectorize; numpy's own sums add pairwise, in another order
 again), so each value is the plain op's up to the rounding of its sums. No other fastmath.
-Where a loop needs exp (attention's softmax, GELU's tanh form), it computes its own
-(exp_of_nonpositive), to within an ulp or three of numpy's: numba would call the C library's exp
-once per element, which keeps the loop from being vectorized. Vectorized, it takes 0.039 ms for
+Where a loop needs exp (the softmax of attention and of cross-entropy, GELU's tanh form), it
+computes its own (exp_of_nonpositive), to within an ulp or three of numpy's: numba would call the C
+library's exp once per element, which keeps the loop from being vectorized. Vectorized, it takes 0.039 ms for
 196,608 float32 values, numpy's own exp 0.063 (0.096 when 2^k was read from a table).
 A loop with parallel=True shares its elements out among numba's threads (prange); those that
 take less time than waking the threads run on one core.
