@@ -16,7 +16,8 @@ setting: tokens/s (rows x padded length, as both engines compute them), gradflow
     python benchmarks/bench_finetune.py                 # 3 rounds of 6 timed steps
     python benchmarks/bench_finetune.py --rounds 5 --steps 10
 
-Needs torch==2.13.0, transformers==5.23.0 and peft (pip install peft); the SmolLM2 file is fetched once.
+Needs torch==2.13.0, transformers==5.23.0 and peft (pip install peft; 0.21.2 measured); the SmolLM2 file
+is fetched once.
 """
 
 import argparse
