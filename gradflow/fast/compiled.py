@@ -38,8 +38,8 @@ from gradflow.engine.kernels import kernels_in_use
 from gradflow.engine.threads import blas_threads
 
 ENVIRONMENT_VARIABLE = "GRADFLOW_NUMBA"
-# what runs loops of loops.py
-COMPILED = "LayerNorm, both GELUs, attention's softmax, cross-entropy's softmax, Adam's step"
+# what runs compiled loops (loops.py, random_loops.py)
+COMPILED = "LayerNorm, both GELUs, attention's softmax, cross-entropy's softmax, Adam's step, PyTorch's random stream"
 
 _loops = None
 _why_not = None  # why the loops did not load (None: they did, or were not asked for yet)

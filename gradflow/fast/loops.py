@@ -1,7 +1,8 @@
 """Compiled loops (numba) for the fast tier's elementwise and row-wise passes.
 
-Imported only by gradflow/fast/compiled.py, the first time the fast tier needs one of them: this is
-the one module of gradflow that imports numba. Each loop is compiled ahead of its first call for
+Imported only by gradflow/fast/compiled.py, the first time the fast tier needs one of them: with
+random_loops.py (PyTorch's random stream, imported by fast/mt19937.py once compiled.py has loaded
+numba), one of the two modules of gradflow that import numba. Each loop is compiled ahead of its first call for
 float32 and float64 (the signatures below) and cached on disk (cache=True), so the compilation is
 paid once per installation (compiled.py times it).
 
