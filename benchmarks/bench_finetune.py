@@ -75,6 +75,7 @@ def run_gradflow(folder):
 
     model, _ = smollm2_instruct()
     lora.apply(model, TARGETS, r=R, alpha=ALPHA)
+    model.fused_loss = True  # as gradflow finetune asks: the head and the loss as one op, no logits
     params = dict(model.named_parameters())
     for name, a in initial_a(folder).items():
         params[name].data[...] = a

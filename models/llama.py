@@ -57,6 +57,9 @@ class Llama(Decoder):
         )
         self.norm = nn.RMSNorm(c.d_model, eps=c.eps, dtype=dtype)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False, dtype=dtype)
+        # True: in training with targets, the head and the loss are one op and no logits are formed (forward);
+        # `gradflow finetune` asks for it, where the (B, T, vocab) logits are the step's largest arrays
+        self.fused_loss = False
         for name, p in self.named_parameters():  # N(0, 0.02^2) matrices, zero biases (Llama's initializer_range)
             if name.endswith("bias"):
                 nn.init.zeros_(p)
@@ -72,8 +75,8 @@ class Llama(Decoder):
         With a cache (from new_cache), ids are the next tokens after those already cached; RoPE
         reads their positions from the cache.
 
-        In training mode with targets the logits are None: the loss comes from the head and the
-        cross-entropy as one op (F.linear_cross_entropy), which never holds the (B, T, vocab)
+        With fused_loss set, in training mode with targets the logits are None: the loss comes from the
+        head and the cross-entropy as one op (F.linear_cross_entropy), which never holds the (B, T, vocab)
         logits, nor their softmax and gradient (114 MB each for SmolLM2 at 8 x 76 tokens).
         """
         ids = self.token_ids(ids)  # (B, T)
@@ -81,7 +84,7 @@ class Llama(Decoder):
         for i, layer in enumerate(self.layers):
             x = layer(x, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
         h = self.norm(x)
-        if targets is not None and self.training and type(self.lm_head) is nn.Linear:  # (not a LoRA-adapted head)
+        if self.fused_loss and self.training and targets is not None and type(self.lm_head) is nn.Linear:  # not LoRA's
             return None, F.linear_cross_entropy(h, self.lm_head.weight, self.token_ids(targets), self.lm_head.bias)
         logits = self.lm_head(h)  # (B, T, vocab)
         return logits, self.loss(logits, targets)

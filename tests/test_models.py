@@ -48,10 +48,14 @@ def test_end_to_end_gradcheck_wrt_every_parameter(name, float64):
 
 @pytest.mark.parametrize("name", ["llama", "qwen-style"])
 def test_llama_training_loss_is_the_loss_of_its_logits(name, float64):
-    """In training mode the head and the loss are one op (no logits); in eval mode the logits are formed
-    and their cross-entropy taken: the same loss and the same gradient of every parameter."""
+    """With fused_loss, in training mode the head and the loss are one op (no logits); in eval mode the logits
+    are formed and their cross-entropy taken: the same loss and the same gradient of every parameter. Without
+    it (a model as built), training mode forms the logits as eval mode does."""
     model = TINY[name]()
     targets = np.roll(IDS, -1, axis=1)
+    logits, loss = model.train()(IDS, targets)
+    assert logits.shape == (*IDS.shape, model.config.vocab_size) and loss.grad_fn.name == "cross_entropy"
+    model.fused_loss = True
     targets[1, 4:] = -100  # padding: counts for nothing in both
     runs = []
     for training in (True, False):

@@ -78,6 +78,7 @@ def _finetune(args, given):
             "pass the original file with --data"
         )
     model, tokenizer = load_smollm2()
+    model.fused_loss = True  # the step never forms the (B, T, vocab) logits: the head and the loss are one op
     train, held_out, prompts = _data(args, task, tokenizer)
     source = f"task:{task.name}" if task else str(Path(args.data).resolve())
     manual_seed(config.seed)  # A's initial values, then dropout's masks
