@@ -15,6 +15,20 @@ from gradflow.training.distributed import MPIUnavailable, mpiexec
 BOTH_TIERS = {"test_gradcheck.py", "test_gradcheck_table.py", "test_fused.py", "test_layers.py", "test_models.py"}
 
 
+# What each worker's BLAS, OpenMP (PyTorch) and numba may use when pytest-xdist runs the tests in workers
+# (pyproject's addopts: -n 2): one thread each. Two workers of two threads on two cores spend their time
+# waiting for each other (OpenBLAS's idle threads spin after every product): the suite took 688 s so and
+# 494 s with one thread a worker (notebook 06's three runs 235 s against 43). A variable already set is kept.
+WORKER_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def pytest_configure(config):
+    """Before pytest-xdist starts its workers (they inherit the environment), one thread each for them."""
+    if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        for name in WORKER_THREADS:
+            os.environ.setdefault(name, "1")
+
+
 def pytest_generate_tests(metafunc):
     if metafunc.definition.path.name in BOTH_TIERS:
         metafunc.parametrize("kernels", ["fast", "plain"], indirect=True)
