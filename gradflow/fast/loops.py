@@ -212,18 +212,25 @@ def gelu_forward(x, y, dydx):
     u = (ca x^2 + c) x,  h = (1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)),  y = x h,
     dy/dx = h (1 + (x - y)(6ca x^2 + 2c)).  h is written with e = exp(-2|u|), whose argument is never
     positive: 1 / (1 + e) for u >= 0, e / (1 + e) below (the same number, without overflow).
-    Every constant is of x's kind (an integer or a Python float would turn float32 into float64)."""
+    Every constant is of x's kind (an integer or a Python float would turn float32 into float64).
+    Whether dydx is wanted is asked once, outside the loops: asked per element, it kept the loop
+    from being vectorized (1.6 to 1.8 times as long, float32, (12, 64, 512))."""
     f = x.dtype.type
     one, two, c, ca = f(1), f(2), f(GELU_C), f(GELU_C * GELU_A)
     dydx_c, dydx_a = f(2 * GELU_C), f(6 * GELU_C * GELU_A)
+    if dydx.size == 0:
+        for i in range(x.size):
+            u = (x[i] * x[i] * ca + c) * x[i]
+            e = exp_for(-two * abs(u))
+            y[i] = x[i] * ((one if u >= 0 else e) / (one + e))
+        return
     for i in range(x.size):
         x2 = x[i] * x[i]
         u = (x2 * ca + c) * x[i]
-        e = exp_for(-two * (u if u >= 0 else -u))
+        e = exp_for(-two * abs(u))
         h = (one if u >= 0 else e) / (one + e)
         y[i] = x[i] * h
-        if dydx.size:
-            dydx[i] = h * (one + (x[i] - y[i]) * (x2 * dydx_a + dydx_c))
+        dydx[i] = h * (one + (x[i] - y[i]) * (x2 * dydx_a + dydx_c))
 
 
 @compiled("void(F[::1], F[::1], F[::1])", parallel=True)
