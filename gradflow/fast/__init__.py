@@ -12,7 +12,18 @@ is in docs/benchmarks.md ("Tried and removed").
 """
 
 from gradflow.engine import box_muller, ops, rng
-from gradflow.fast import adam, attention, compiled_norm, cross_entropy, embedding, gelu, gelu_erf, mt19937
+from gradflow.fast import (
+    adam,
+    attention,
+    compiled_norm,
+    cross_entropy,
+    embedding,
+    gelu,
+    gelu_erf,
+    linear_cross_entropy,
+    mt19937,
+    silu,
+)
 from gradflow.optim import adam as plain_adam
 
 REPLACES = {
@@ -28,5 +39,8 @@ REPLACES = {
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,
     ops.LayerNorm: compiled_norm.LayerNorm,
+    ops.LinearCrossEntropy: linear_cross_entropy.LinearCrossEntropy,
+    ops.RMSNorm: compiled_norm.RMSNorm,
     ops.ScaledDotProductAttention: attention.ScaledDotProductAttention,
+    ops.Silu: silu.Silu,
 }
