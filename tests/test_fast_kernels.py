@@ -215,7 +215,8 @@ def test_use_kernels_switches_now_and_as_a_context_manager():
             assert kernels.kernel(ops.LayerNorm) is ops.LayerNorm
         assert gf.kernels_in_use() == "fast" and type(x.gelu().grad_fn) is fast.gelu.Gelu
         assert kernels.kernel(ops.LayerNorm) is fast.compiled_norm.LayerNorm
-        assert kernels.kernel(ops.RMSNorm) is ops.RMSNorm  # no fast kernel: the plain op in both tiers
+        assert kernels.kernel(ops.RMSNorm) is fast.compiled_norm.RMSNorm
+        assert kernels.kernel(ops.Softmax) is ops.Softmax  # no fast kernel: the plain op in both tiers
         gf.use_kernels("plain")
         assert gf.kernels_in_use() == "plain"
     finally:

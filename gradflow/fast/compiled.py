@@ -39,7 +39,10 @@ from gradflow.engine.threads import blas_threads
 
 ENVIRONMENT_VARIABLE = "GRADFLOW_NUMBA"
 # what runs compiled loops (loops.py, random_loops.py)
-COMPILED = "LayerNorm, both GELUs, attention's softmax, cross-entropy's softmax, Adam's step, PyTorch's random stream"
+COMPILED = (
+    "LayerNorm, RMSNorm, both GELUs, SiLU, attention's softmax, cross-entropy's softmax, Adam's step, "
+    "PyTorch's random stream"
+)
 
 _loops = None
 _why_not = None  # why the loops did not load (None: they did, or were not asked for yet)

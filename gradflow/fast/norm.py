@@ -13,7 +13,8 @@ times faster over runs), 9 calls a step. In a whole step the gain is at the edge
 machine resolves: the step 0.99 to 1.06 times as long with the plain op over five runs, 1.065
 with this and the embedding kernel both plain; with both removed, train_char_gpt.py's throughput
 ratio to PyTorch fell from 0.81 to 0.75 (medians of five runs), so both stay.
-RMSNorm has no fast kernel: the baby GPT does not use it, so no step could show it paying.
+RMSNorm has no numpy kernel here (the baby GPT does not use it, so no step could show one paying):
+where compiled_norm.py's loops do not run, it runs the plain op.
 """
 
 import numpy as np
