@@ -15,6 +15,8 @@ setting: tokens/s (rows x padded length, as both engines compute them), gradflow
 
     python benchmarks/bench_finetune.py                 # 3 rounds of 6 timed steps
     python benchmarks/bench_finetune.py --rounds 5 --steps 10
+    python benchmarks/bench_finetune.py --each Silu,RMSNorm,LinearCrossEntropy   # gradflow alone: each
+        # fast kernel left plain in turn, steps of one process in alternating rounds (what each saves)
 
 Needs torch==2.13.0, transformers==5.23.0 and peft (pip install peft; 0.21.2 measured); the SmolLM2 file
 is fetched once.
@@ -129,6 +131,39 @@ def run_pytorch(folder):
     return step
 
 
+def each_kernel_plain(folder, names, rounds):
+    """gradflow's step with every fast kernel, and with each named one left plain in turn (its plain op
+    of gradflow/engine/ops), in one process: the variants alternate step by step, each round starting
+    with the next, and the medians over rounds are printed with their ratio to the fast tier's."""
+    from gradflow import fast
+    from gradflow.engine import ops
+
+    ops_named = {name: getattr(ops, name) for name in names}
+    step, batches = run_gradflow(folder), load_batches(folder)
+    variants = ["fast", *names, "fast again"]  # the fast tier twice: how far two equal variants come apart
+    seconds = {v: [] for v in variants}
+    step(*batches[0])  # the first step allocates what the others reuse
+    for r in range(rounds):
+        for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
+            taken = {ops_named[v]: fast.REPLACES.pop(ops_named[v])} if v in ops_named else {}
+            try:
+                time.sleep(0.5)  # BLAS's threads go idle
+                started = time.perf_counter()
+                step(*batches[1 + r % (len(batches) - 1)])
+                seconds[v].append(time.perf_counter() - started)
+            finally:
+                fast.REPLACES.update(taken)
+        print(f"round {r + 1} of {rounds}", file=sys.stderr, flush=True)
+    fast_step = np.array(seconds["fast"])
+    print(
+        f"gradflow's LoRA step, {rounds} alternating rounds (median s, and the median of each round's ratio to fast):"
+    )
+    for v in variants:
+        ratio = statistics.median(np.array(seconds[v]) / fast_step)
+        label = v if v.startswith("fast") else f"{v} plain"
+        print(f"  {label:<28} {statistics.median(seconds[v]):.3f} s   {ratio:.3f}")
+
+
 def child(engine, folder, steps):
     """One engine's timing, run in a process of its own: prints a JSON line."""
     if os.environ.get("OMP_NUM_THREADS") == "1" and engine == "pytorch":
@@ -155,6 +190,7 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--prepare", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--each", help="gradflow alone: leave each of these fast kernels plain in turn")
     args = parser.parse_args()
     if args.child:
         engine, folder, steps = args.child
@@ -166,6 +202,8 @@ def main():
     # in a process of its own: a child started from this one would count this one's peak memory
     # (the model loaded to write the folder) as its own (Linux keeps ru_maxrss across fork and exec)
     subprocess.run([sys.executable, __file__, "--prepare", str(folder), str(args.steps)], check=True)
+    if args.each:
+        return each_kernel_plain(folder, args.each.split(","), args.rounds)
     one_thread = dict.fromkeys(["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"], "1")
     settings = [("default threads", {}), ("1 thread", one_thread)]
     results = {}
