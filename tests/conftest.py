@@ -6,6 +6,7 @@ import pytest
 from helpers import CORPUS, train
 
 import gradflow as gf
+from gradflow.fast import compiled
 from gradflow.training.distributed import MPIUnavailable, mpiexec
 
 # These modules run every test once per tier of kernels (gradflow/engine/kernels.py): the fast kernels a
@@ -62,6 +63,19 @@ def torch():
 
         return torch
     return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def compiled_loops():
+    """gradflow.fast.loops (numba's), for a test of the fast tier's compiled loops: skipped where they do not
+    load (numba not installed), a failure when GRADFLOW_REQUIRE_NUMBA=1 (CI sets it)."""
+    if compiled.loops() is None:
+        with gf.use_kernels("fast"):
+            why = compiled.describe()
+        if os.environ.get("GRADFLOW_REQUIRE_NUMBA") == "1":
+            pytest.fail(f"GRADFLOW_REQUIRE_NUMBA=1, and the compiled loops did not load: {why}")
+        pytest.skip(f"the compiled loops: {why}")
+    return compiled.loops()
 
 
 @pytest.fixture

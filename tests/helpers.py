@@ -163,6 +163,16 @@ def views(page):
     return result
 
 
+def run_in_tier(tier, fn, arrays, seed=1):
+    """fn's output and the gradient of each input in one tier of kernels ("plain" or "fast"), for one fixed
+    upstream gradient: what the fast tier's tests compare."""
+    with gf.use_kernels(tier):
+        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(*xs)
+        y.backward(np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype))
+        return [y.data.copy()] + [np.asarray(x.grad) for x in xs]
+
+
 def heads(b, t, h, hs, rng):
     """(B, h, T, hs) as the models make them: a transposed view of (B, T, h * hs)."""
     return rng.standard_normal((b, t, h, hs)).transpose(0, 2, 1, 3)

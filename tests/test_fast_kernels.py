@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import heads
+from helpers import heads, run_in_tier
 
 import gradflow as gf
 from gradflow import fast
@@ -20,17 +20,8 @@ from gradflow.nn import functional as F
 from gradflow.tools.gradcheck_table import CASES
 
 
-def _run(tier, fn, arrays, seed=1):
-    """fn's output and the gradient of each input in `tier`, for one fixed upstream gradient."""
-    with gf.use_kernels(tier):
-        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
-        y = fn(*xs)
-        y.backward(np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype))
-        return [y.data.copy()] + [np.asarray(x.grad) for x in xs]
-
-
 def _assert_same(fn, arrays, rtol, atol):
-    plain, fast_ = _run("plain", fn, arrays), _run("fast", fn, arrays)
+    plain, fast_ = run_in_tier("plain", fn, arrays), run_in_tier("fast", fn, arrays)
     for p, f in zip(plain, fast_):
         assert f.dtype == p.dtype and f.shape == p.shape
         np.testing.assert_allclose(f, p, rtol=rtol, atol=atol)
