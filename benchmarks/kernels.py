@@ -7,7 +7,8 @@ alone and in a whole training step of the baby GPT (4 layers, 4 heads, width 128
     python benchmarks/kernels.py --alone CrossEntropy,AdamW --skip-step   # these kernels alone, no step
     python benchmarks/kernels.py --skip-alone --each adam_steps,CrossEntropy --parts   # and their parts of a step
 
-Alone: forward and backward of one call on the baby GPT's shapes (and AdamW's step over its weights),
+Alone: forward and backward of one call on the baby GPT's shapes (SiLU and RMSNorm, which it does not run,
+on SmolLM2-135M's in its LoRA step; and AdamW's step over the baby GPT's weights),
 fast, fast with numpy kernels only (no numba: gradflow/fast/compiled.py), and plain (AdamW's step also
 as the fast loop a weight at a time, the decay in a pass of its own). In a step: forward,
 backward and the AdamW update, with every kernel fast, with each fast kernel in turn left plain, with
@@ -50,6 +51,7 @@ args = parser.parse_args()
 
 BATCH, VOCAB, WIDTH, HEADS = 12, 65, 128, 4
 T = args.context
+LLAMA_ROWS, LLAMA_WIDTH, LLAMA_HIDDEN = (8, 78), 576, 1536  # SmolLM2-135M's LoRA step (bench_finetune.py's batch)
 
 
 @contextlib.contextmanager
@@ -106,7 +108,8 @@ def alternate(variants, run, rounds):
 
 
 def kernel_calls():
-    """One forward and backward of each replaced op on the baby GPT's shapes."""
+    """One forward and backward of each replaced op on the baby GPT's shapes; of SiLU and RMSNorm, which the
+    baby GPT does not run, on SmolLM2-135M's in its LoRA step (the norm's weight frozen, as LoRA leaves it)."""
     rng = np.random.default_rng(0)
 
     def leaf(*shape, scale=1.0):
@@ -116,11 +119,15 @@ def kernel_calls():
     table, ids = leaf(VOCAB, WIDTH), rng.integers(0, VOCAB, (BATCH, T))
     qkv = [leaf(BATCH, T, HEADS, WIDTH // HEADS) for _ in range(3)]  # viewed as (B, heads, T, hs), as in the model
     logits, targets = leaf(BATCH * T, VOCAB, scale=3.0), rng.integers(0, VOCAB, BATCH * T)
+    mlp, stream = leaf(*LLAMA_ROWS, LLAMA_HIDDEN, scale=3.0), leaf(*LLAMA_ROWS, LLAMA_WIDTH)
+    frozen = gf.tensor(1 + 0.1 * rng.standard_normal(LLAMA_WIDTH).astype(np.float32))
     return {
         ops.CrossEntropy: lambda: F.cross_entropy(logits, targets),
         ops.Gelu: lambda: F.gelu(h, approximate="tanh"),
         ops.GeluErf: lambda: F.gelu(h),
         ops.LayerNorm: lambda: F.layer_norm(x, ln_w.shape, ln_w),
+        ops.RMSNorm: lambda: F.rms_norm(stream, frozen.shape, frozen, eps=1e-5),
+        ops.Silu: lambda: F.silu(mlp),
         ops.Embedding: lambda: F.embedding(ids, table),
         ops.ScaledDotProductAttention: lambda: F.scaled_dot_product_attention(
             *(a.transpose(1, 2) for a in qkv), causal=True

@@ -21,6 +21,10 @@ kernel's 0.37 to 0.74.
 RMSNorm runs the same way (loops.rms_norm_forward, rms_norm_backward: LayerNorm's loops without the
 mean and the bias). Where the loops do not run, the plain op runs: numba comes with gradflow wherever
 it has a wheel, and a numpy kernel of its own would be one more to prove and keep for the few without.
+Measured (benchmarks/kernels.py --alone RMSNorm, float32, 2-core AMD EPYC, AVX2, medians of four runs of
+15 to 21 alternating rounds): forward and backward of SmolLM2-135M's (8, 78, 576) activations with a frozen
+weight, as in its LoRA step (61 calls), take 0.45 ms with the loops against the plain op's 1.23 (2.55 to
+2.69 times as fast), about 0.05 s of the step.
 """
 
 import numpy as np
