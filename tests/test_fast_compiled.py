@@ -1,7 +1,8 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba) give the plain ops'
-numbers: LayerNorm, both GELUs, attention's and cross-entropy's softmax in value and gradient on every gradcheck table
-row that runs them, in float64 and float32, and on the models' shapes; Adam's step to the last bit. Without numba (or
-with GRADFLOW_NUMBA=0) the fast tier runs its numpy kernels, and importing gradflow never imports numba.
+numbers: LayerNorm, both GELUs, attention's and cross-entropy's softmax (alone and after the head)
+in value and gradient on every gradcheck table row that runs them, in float64 and float32, and on
+the models' shapes; Adam's step to the last bit. Without numba (or with GRADFLOW_NUMBA=0) the fast
+tier runs its numpy kernels, and importing gradflow never imports numba.
 
 The tests that need numba skip where it is not installed, unless GRADFLOW_REQUIRE_NUMBA=1 (CI sets
 it), which makes that a failure.
@@ -14,7 +15,7 @@ from importlib.metadata import version
 
 import numpy as np
 import pytest
-from helpers import heads  # heads as the models make them: transposed views
+from helpers import heads, run_in_tier  # heads as the models make them: transposed views
 
 import gradflow as gf
 from gradflow import fast
@@ -34,19 +35,8 @@ COMPILED = (
     ops.GeluErf,
     ops.ScaledDotProductAttention,
     ops.CrossEntropy,
-)  # plain ops whose fast kernels run loops
-
-
-@pytest.fixture(scope="module")
-def loops():
-    """gradflow.fast.loops, or a skip where numba is not installed (a failure when GRADFLOW_REQUIRE_NUMBA=1)."""
-    if compiled.loops() is None:
-        with gf.use_kernels("fast"):
-            why = compiled.describe()
-        if os.environ.get("GRADFLOW_REQUIRE_NUMBA") == "1":
-            pytest.fail(f"GRADFLOW_REQUIRE_NUMBA=1, and the compiled loops did not load: {why}")
-        pytest.skip(f"the compiled loops: {why}")
-    return compiled.loops()
+    ops.LinearCrossEntropy,
+)  # plain ops whose fast kernels run loops (SiLU's and RMSNorm's: tests/test_fast_llama_loops.py)
 
 
 def _ops_of(case):
@@ -57,19 +47,10 @@ def _ops_of(case):
 TABLE = [case for case in CASES if _ops_of(case) & set(COMPILED)]
 
 
-def _run(tier, fn, arrays, seed=1):
-    """fn's output and the gradient of each input in `tier`, for one fixed upstream gradient."""
-    with gf.use_kernels(tier):
-        xs = [gf.tensor(a, requires_grad=True) for a in arrays]
-        y = fn(*xs)
-        y.backward(np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype))
-        return [y.data.copy()] + [np.asarray(x.grad) for x in xs]
-
-
 def _assert_same(fn, arrays, dtype):
     tight = dtype == np.float64
     rtol, atol = (1e-12, 1e-14) if tight else (2e-5, 2e-6)
-    for p, f in zip(_run("plain", fn, arrays), _run("fast", fn, arrays)):
+    for p, f in zip(run_in_tier("plain", fn, arrays), run_in_tier("fast", fn, arrays)):
         assert f.dtype == p.dtype and f.shape == p.shape
         np.testing.assert_allclose(f, p, rtol=rtol, atol=atol)
 
@@ -80,7 +61,7 @@ def test_the_table_has_rows_for_every_compiled_kernel():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("case", TABLE, ids=[c.label for c in TABLE])
-def test_compiled_kernels_equal_plain_on_the_gradcheck_table(loops, case, dtype):
+def test_compiled_kernels_equal_plain_on_the_gradcheck_table(compiled_loops, case, dtype):
     _assert_same(case.fn, [x.data.astype(dtype) for x in case.inputs()], dtype)
 
 
@@ -146,13 +127,13 @@ MODEL_SHAPES = _model_shapes()
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", MODEL_SHAPES)
-def test_compiled_kernels_equal_plain_on_the_models_shapes(loops, name, dtype):
+def test_compiled_kernels_equal_plain_on_the_models_shapes(compiled_loops, name, dtype):
     fn, arrays = MODEL_SHAPES[name]
     _assert_same(fn, [a.astype(dtype) for a in arrays], dtype)
 
 
 @pytest.mark.parametrize("name", [name for name in MODEL_SHAPES if name.startswith("attention")])
-def test_attentions_numpy_passes_equal_plain_beside_the_loops(loops, name):
+def test_attentions_numpy_passes_equal_plain_beside_the_loops(compiled_loops, name):
     """The fast attention without the loops (numpy's passes, its scores stored keys-outermost) gives
     the plain op's numbers too, in this same process."""
     fn, arrays = MODEL_SHAPES[name]
@@ -161,12 +142,12 @@ def test_attentions_numpy_passes_equal_plain_beside_the_loops(loops, name):
 
 
 @pytest.mark.parametrize("kind", [np.float32, np.float64])
-def test_the_loops_exp_is_numpys_to_an_ulp_or_three(loops, kind):
+def test_the_loops_exp_is_numpys_to_an_ulp_or_three(compiled_loops, kind):
     """exp_of_nonpositive against numpy's exp: its range, -inf, zero and NaN; below the smallest
     normal number it gives 0 where numpy gives a subnormal."""
     import numba
 
-    exp = loops.EXP["f4" if kind == np.float32 else "f8"]
+    exp = compiled_loops.EXP["f4" if kind == np.float32 else "f8"]
 
     @numba.njit
     def every(x, out):
@@ -188,13 +169,13 @@ def test_the_loops_exp_is_numpys_to_an_ulp_or_three(loops, kind):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gelus_loop_equals_plain_to_the_plain_ops_own_rounding(loops, dtype):
+def test_gelus_loop_equals_plain_to_the_plain_ops_own_rounding(compiled_loops, dtype):
     """On the baby GPT's activations (12, 64, 512), spread wide. The plain op computes h = (1 + tanh(u))
     / 2, which loses digits where tanh(u) is near -1 (x below about -3: an error of up to a few ulps
     of 1, times |x|, in y); the loop's h = e / (1 + e) keeps them, as long double shows."""
     x = np.random.default_rng(6).standard_normal((12, 64, 512)) * 4
     gelu = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
-    plain, fast_ = _run("plain", gelu, [x.astype(dtype)]), _run("fast", gelu, [x.astype(dtype)])
+    plain, fast_ = run_in_tier("plain", gelu, [x.astype(dtype)]), run_in_tier("fast", gelu, [x.astype(dtype)])
     eps = np.finfo(dtype).eps
     for p, f in zip(plain, fast_):
         np.testing.assert_allclose(f, p, rtol=8 * eps, atol=8 * eps * np.abs(x).max())
@@ -206,7 +187,7 @@ def test_gelus_loop_equals_plain_to_the_plain_ops_own_rounding(loops, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gelus_loop_without_a_graph_gives_the_same_values(loops, dtype):
+def test_gelus_loop_without_a_graph_gives_the_same_values(compiled_loops, dtype):
     """Without a graph to record the loop skips dy/dx (a loop of its own): y is the same to the last bit,
     the ends of the floats included."""
     x = np.random.default_rng(7).standard_normal(4099).astype(dtype) * 4
@@ -219,20 +200,20 @@ def test_gelus_loop_without_a_graph_gives_the_same_values(loops, dtype):
     assert (np.signbit(unrecorded) == np.signbit(recorded)).all()
 
 
-def test_gelus_loop_at_the_ends_of_the_floats(loops):
+def test_gelus_loop_at_the_ends_of_the_floats(compiled_loops):
     """Where exp(-2|u|) is 0 or u overflows: y = x for large x, -0 for large negative x, inf at inf
     and NaN at -inf (x times a weight of 0) and at NaN, as the plain op; the gradients too (a zero
     gradient's sign aside)."""
     x = np.array([-np.inf, -1e30, -1e4, -30.0, -0.0, 0.0, 30.0, 1e4, 1e30, np.inf, np.nan], np.float32)
     gelu = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731
     with np.errstate(all="ignore"):
-        plain, fast_ = _run("plain", gelu, [x]), _run("fast", gelu, [x])
+        plain, fast_ = run_in_tier("plain", gelu, [x]), run_in_tier("fast", gelu, [x])
     for p, f in zip(plain, fast_):
         np.testing.assert_allclose(f, p, rtol=1e-6, atol=1e-30)
     assert (np.signbit(fast_[0]) == np.signbit(plain[0]))[~np.isnan(x)].all()  # -0 stays -0
 
 
-def test_a_nan_score_gives_nan_weights_in_its_row_only(loops):
+def test_a_nan_score_gives_nan_weights_in_its_row_only(compiled_loops):
     """As the plain op: max, exp and the sum all carry the NaN of one score, in that query's row alone."""
     q, k, v = (np.random.default_rng(5).standard_normal((1, 3, 4)) for _ in range(3))
     q[0, 1, 0] = np.nan
@@ -245,7 +226,7 @@ def test_a_nan_score_gives_nan_weights_in_its_row_only(loops):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_cross_entropys_loop_carries_inf_and_nan_as_the_plain_op(loops, dtype):
+def test_cross_entropys_loop_carries_inf_and_nan_as_the_plain_op(compiled_loops, dtype):
     """A row with a NaN, a row all -inf, a row with +inf, a row with -inf among finite logits, a row of
     large logits (exp of them would overflow in float32 unless the max is subtracted): the same losses and
     gradients (NaN where the plain op's are), the other rows untouched."""
@@ -255,7 +236,7 @@ def test_cross_entropys_loop_carries_inf_and_nan_as_the_plain_op(loops, dtype):
     for reduction in ("none", "sum"):
         fn = lambda z, reduction=reduction: F.cross_entropy(z, targets, reduction=reduction)  # noqa: E731
         with np.errstate(invalid="ignore", over="ignore"):
-            plain, fast_ = _run("plain", fn, [z]), _run("fast", fn, [z])
+            plain, fast_ = run_in_tier("plain", fn, [z]), run_in_tier("fast", fn, [z])
         for p, f in zip(plain, fast_):
             assert f.dtype == p.dtype
             np.testing.assert_allclose(f, p, rtol=1e-12 if dtype == np.float64 else 2e-5, atol=2e-6)
@@ -263,7 +244,7 @@ def test_cross_entropys_loop_carries_inf_and_nan_as_the_plain_op(loops, dtype):
     assert np.isfinite(fast_[1][[0, 4, 5, 6]]).all()
 
 
-def test_cross_entropys_backward_loop_is_the_plain_ones_to_the_last_bit(loops):
+def test_cross_entropys_backward_loop_is_the_plain_ones_to_the_last_bit(compiled_loops):
     """For the same p (the forward's), (p - onehot(t)) w in the same order: every reduction, ignored rows."""
     rng = np.random.default_rng(7)
     z, t = gf.tensor(rng.standard_normal((50, 9)).astype(np.float32), requires_grad=True), rng.integers(0, 9, 50)
@@ -279,14 +260,14 @@ def test_cross_entropys_backward_loop_is_the_plain_ones_to_the_last_bit(loops):
         np.testing.assert_array_equal(fast_dz, ops.CrossEntropy.backward(node, np.asarray(upstream)))
 
 
-def test_exact_gelu_is_the_plain_ops_to_the_last_bit(loops):
+def test_exact_gelu_is_the_plain_ops_to_the_last_bit(compiled_loops):
     """Both call the C library's erf on the same float64 numbers and round Phi once."""
     x = np.random.default_rng(2).standard_normal((3, 1000)).astype(np.float32) * 4
-    plain, fast_ = _run("plain", F.gelu, [x]), _run("fast", F.gelu, [x])
+    plain, fast_ = run_in_tier("plain", F.gelu, [x]), run_in_tier("fast", F.gelu, [x])
     np.testing.assert_array_equal(fast_[0], plain[0])
 
 
-def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
+def test_what_the_loops_do_not_take_runs_the_numpy_kernel(compiled_loops):
     """A float64 weight on float32 activations, a float16 input: the numpy kernels, the plain numbers."""
     half = np.linspace(-3, 3, 7, dtype=np.float16)
     with gf.use_kernels("fast"):
@@ -297,7 +278,7 @@ def test_what_the_loops_do_not_take_runs_the_numpy_kernel(loops):
     x32, w64 = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal(6)
     assert not compiled_norm.fits(x32, w64, None) and compiled_norm.fits(x32, w64.astype(np.float32), None)
     layer_norm = lambda x, w: F.layer_norm(x, w.shape, w)  # noqa: E731
-    for p, f in zip(_run("plain", layer_norm, [x32, w64]), _run("fast", layer_norm, [x32, w64])):
+    for p, f in zip(run_in_tier("plain", layer_norm, [x32, w64]), run_in_tier("fast", layer_norm, [x32, w64])):
         assert f.dtype == p.dtype
         np.testing.assert_allclose(f, p, rtol=1e-5, atol=1e-6)
 
@@ -332,14 +313,16 @@ def _adam_steps_equal(step, dtype, amsgrad, monkeypatch, decay=None):
 
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_adams_loop_is_the_plain_steps_to_the_last_bit(loops, monkeypatch, dtype, amsgrad):
+def test_adams_loop_is_the_plain_steps_to_the_last_bit(compiled_loops, monkeypatch, dtype, amsgrad):
     _adam_steps_equal(fast_adam.adam_step, dtype, amsgrad, monkeypatch)
 
 
 @pytest.mark.parametrize("decay", [None, 1 - 3e-3 * 0.1, 0.5])
 @pytest.mark.parametrize("amsgrad", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_adamws_decay_inside_the_loop_is_the_plain_steps_to_the_last_bit(loops, monkeypatch, dtype, amsgrad, decay):
+def test_adamws_decay_inside_the_loop_is_the_plain_steps_to_the_last_bit(
+    compiled_loops, monkeypatch, dtype, amsgrad, decay
+):
     """optim.adam.adam_steps shrinks p by the decay in a pass of its own; the loop does it in its pass."""
 
     def step(p, g, m, v, v_max, t, *rest):
@@ -356,7 +339,7 @@ def test_adams_passes_in_place_are_the_plain_steps_to_the_last_bit(monkeypatch, 
 
 
 @pytest.mark.parametrize("optimizer", ["AdamW", "Adam with L2 decay", "AdamW with AMSGrad"])
-def test_adam_trains_a_model_to_the_same_bits_in_both_tiers(loops, optimizer):
+def test_adam_trains_a_model_to_the_same_bits_in_both_tiers(compiled_loops, optimizer):
     """Two groups (one without decay), a float64 parameter among float32 ones, a parameter with no gradient."""
     options = {"AdamW": {}, "Adam with L2 decay": {}, "AdamW with AMSGrad": {"amsgrad": True}}[optimizer]
     kind = gf.optim.Adam if optimizer.startswith("Adam ") else gf.optim.AdamW
@@ -383,7 +366,7 @@ def test_adam_trains_a_model_to_the_same_bits_in_both_tiers(loops, optimizer):
         assert kernel(plain_adam.adam_steps) is fast_adam.adam_steps  # so the fast tier ran the loop
 
 
-def test_what_adams_loop_does_not_take_runs_in_place_or_plain(loops, monkeypatch):
+def test_what_adams_loop_does_not_take_runs_in_place_or_plain(compiled_loops, monkeypatch):
     """A float16 parameter, a strided parameter: the passes in place; a gradient of another kind: the plain
     step (numpy rounds a mixed expression once, the passes at each step). A strided gradient is only read:
     the loop takes a copy. adam_steps runs them all, AdamW's decay in a pass of its own for those."""
@@ -437,7 +420,7 @@ FIRST_OP = (
 )
 
 
-def test_importing_gradflow_or_running_plain_never_imports_numba(loops):
+def test_importing_gradflow_or_running_plain_never_imports_numba(compiled_loops):
     status, output = _python(FIRST_OP)
     assert status == 0, output
     assert output == f"False plain False True fast, numba {version('numba')} loops for {compiled.COMPILED}\n"
@@ -456,7 +439,7 @@ THREADS = (
 
 
 @pytest.mark.parametrize("blas", ["1", "2"])
-def test_the_loops_use_the_threads_blas_uses_on_the_workqueue_layer(loops, blas):
+def test_the_loops_use_the_threads_blas_uses_on_the_workqueue_layer(compiled_loops, blas):
     """As many threads as numpy's BLAS (never more cores than it was given), and numba's workqueue
     layer, whose idle threads sleep instead of spinning."""
     assert _python(THREADS, OPENBLAS_NUM_THREADS=blas) == (0, "True workqueue\n")

@@ -41,6 +41,21 @@ def fits(x, *params):
     return all(p is None or (p.dtype == x.dtype and p.shape == x.shape[-1:]) for p in params)
 
 
+def as_rows(x):
+    """x as a row-major (rows, D) matrix, and the y, xhat (rows, D) and r (rows,) the forward loop fills."""
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    return rows, np.empty_like(rows), np.empty_like(rows), np.empty(len(rows), x.dtype)
+
+
+def saved_rows(ctx, grad):
+    """The backward loop's operands as rows: xhat (rows, D) and r (rows,) as forward saved them, g (rows, D),
+    an empty dx, and w (ones where there is none: gh = g * 1 is g exactly)."""
+    xhat, r, w = ctx.saved_tensors
+    d = xhat.shape[-1]
+    g = np.ascontiguousarray(grad).reshape(-1, d)
+    return xhat.reshape(-1, d), r.reshape(-1), g, np.empty_like(g), np.ones(d, g.dtype) if w is None else w
+
+
 class LayerNorm(norm.LayerNorm):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last axis, as ops.LayerNorm; a loop over rows."""
 
@@ -51,8 +66,7 @@ class LayerNorm(norm.LayerNorm):
         if not ctx.rows:
             return norm.LayerNorm.forward(ctx, x, w, b, eps)
         d = x.shape[-1]
-        rows = np.ascontiguousarray(x).reshape(-1, d)
-        y, xhat, r = np.empty_like(rows), np.empty_like(rows), np.empty(len(rows), x.dtype)
+        rows, y, xhat, r = as_rows(x)
         ones_or_w = np.ones(d, x.dtype) if w is None else w  # xhat * 1 + 0 is xhat exactly
         loops.layer_norm_forward(rows, ones_or_w, np.zeros(d, x.dtype) if b is None else b, eps, y, xhat, r)
         ctx.save_for_backward(xhat.reshape(x.shape), r.reshape(x.shape[:-1] + (1,)), w)
@@ -62,14 +76,10 @@ class LayerNorm(norm.LayerNorm):
     def backward(ctx, grad):
         if not ctx.rows or grad.dtype != ctx.saved_tensors[0].dtype:
             return norm.LayerNorm.backward(ctx, grad)
-        xhat, r, w = ctx.saved_tensors
-        d = xhat.shape[-1]
-        g = np.ascontiguousarray(grad).reshape(-1, d)
-        dx = np.empty_like(g)
-        ones_or_w = np.ones(d, g.dtype) if w is None else w
-        want_dw, want_db = ctx.needs_input_grad[1:3]
+        xhat, r, g, dx, ones_or_w = saved_rows(ctx, grad)
+        d, (want_dw, want_db) = g.shape[1], ctx.needs_input_grad[1:3]
         dw, db = np.zeros(d if want_dw else 0), np.zeros(d if want_db else 0)  # float64 sums; empty: not wanted
-        compiled.loops().layer_norm_backward(g, xhat.reshape(-1, d), r.reshape(-1), ones_or_w, dx, dw, db)
+        compiled.loops().layer_norm_backward(g, xhat, r, ones_or_w, dx, dw, db)
         return dx.reshape(grad.shape), dw.astype(g.dtype) if want_dw else None, db.astype(g.dtype) if want_db else None
 
 
@@ -82,10 +92,9 @@ class RMSNorm(ops.RMSNorm):
         ctx.rows = loops is not None and fits(x, w)
         if not ctx.rows:
             return ops.RMSNorm.forward(ctx, x, w, eps)
-        d = x.shape[-1]
-        rows = np.ascontiguousarray(x).reshape(-1, d)
-        y, xhat, r = np.empty_like(rows), np.empty_like(rows), np.empty(len(rows), x.dtype)
-        loops.rms_norm_forward(rows, np.ones(d, x.dtype) if w is None else w, eps, y, xhat, r)  # xhat * 1 is xhat
+        rows, y, xhat, r = as_rows(x)
+        ones_or_w = np.ones(x.shape[-1], x.dtype) if w is None else w  # xhat * 1 is xhat exactly
+        loops.rms_norm_forward(rows, ones_or_w, eps, y, xhat, r)
         ctx.save_for_backward(xhat.reshape(x.shape), r.reshape(x.shape[:-1] + (1,)), w)  # as the plain op saves them
         return y.reshape(x.shape)
 
@@ -93,12 +102,8 @@ class RMSNorm(ops.RMSNorm):
     def backward(ctx, grad):
         if not ctx.rows or grad.dtype != ctx.saved_tensors[0].dtype:
             return ops.RMSNorm.backward(ctx, grad)
-        xhat, r, w = ctx.saved_tensors
-        d = xhat.shape[-1]
-        g = np.ascontiguousarray(grad).reshape(-1, d)
-        dx = np.empty_like(g)
+        xhat, r, g, dx, ones_or_w = saved_rows(ctx, grad)
         want_dw = ctx.needs_input_grad[1]
-        dw = np.zeros(d if want_dw else 0)  # float64 sums; empty: not wanted
-        ones_or_w = np.ones(d, g.dtype) if w is None else w
-        compiled.loops().rms_norm_backward(g, xhat.reshape(-1, d), r.reshape(-1), ones_or_w, dx, dw)
+        dw = np.zeros(g.shape[1] if want_dw else 0)  # float64 sums; empty: not wanted
+        compiled.loops().rms_norm_backward(g, xhat, r, ones_or_w, dx, dw)
         return dx.reshape(grad.shape), dw.astype(g.dtype) if want_dw else None

@@ -23,11 +23,11 @@ at batch (8, 78).
 
 import numpy as np
 
-from gradflow.engine.autograd import Function
 from gradflow.fast import compiled
+from gradflow.fast.elementwise import KeepsDerivative
 
 
-class Silu(Function):
+class Silu(KeepsDerivative):
     """y = x sigmoid(x), as ops.Silu; forward keeps dy/dx = s (1 + x (1 - s)), backward is g * dy/dx."""
 
     @staticmethod
@@ -52,8 +52,3 @@ class Silu(Function):
             dydx *= s  # dy/dx = s (1 + x (1 - s))
             ctx.save_for_backward(dydx)
         return y.reshape(shape)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (dydx,) = ctx.saved_tensors
-        return grad * dydx.reshape(grad.shape)
