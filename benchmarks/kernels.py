@@ -28,6 +28,7 @@ import numpy as np
 import gradflow as gf
 from gradflow import fast
 from gradflow.engine import ops
+from gradflow.engine.autograd import topological_order
 from gradflow.fast import attention as fast_attention
 from gradflow.fast import compiled
 from gradflow.fast.memory import tune_malloc
@@ -178,6 +179,12 @@ def show(name, result):
     print(f"  {name:<26} {times}  {ratios}")
 
 
+def ops_in_the_step(model, batch):
+    """The plain ops whose nodes a training step's graph holds (as the plain tier builds it)."""
+    with gf.use_kernels("plain"):
+        return {type(node) for node in topological_order(model(*batch)[1].grad_fn)}
+
+
 def in_a_step():
     model, optimizer = baby_gpt()
     rng = np.random.default_rng(0)
@@ -207,8 +214,11 @@ def in_a_step():
     variants = {"every kernel fast": lambda: gf.use_kernels("fast")}
     variants["every kernel fast, again"] = lambda: gf.use_kernels("fast")  # how far equals come apart
     variants["fast, numpy kernels only"] = numpy_only
+    in_the_step = ops_in_the_step(model, batches[0])
     for op in [op for op in fast.REPLACES if not args.each or op.__name__ in args.each.split(",")]:
-        variants[f"fast, but {op.__name__} plain"] = lambda op=op: plain(op)
+        if op in in_the_step | {plain_adam.adam_steps, plain_adam.adam_step}:  # not the ops the step never runs,
+            # nor the random draws (dropout 0)
+            variants[f"fast, but {op.__name__} plain"] = lambda op=op: plain(op)
     if args.plain_together:
         together = [op for op in fast.REPLACES if op.__name__ in args.plain_together.split(",")]
         variants[f"fast, but {' and '.join(op.__name__ for op in together)} plain"] = lambda: plain(*together)
