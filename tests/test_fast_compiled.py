@@ -1,5 +1,5 @@
 """The fast tier's compiled loops (gradflow/fast/loops.py, numba) give the plain ops'
-numbers: LayerNorm, both GELUs, attention's and cross-entropy's softmax (alone and after the head)
+numbers: LayerNorm, both GELUs, attention's and cross-entropy's softmax
 in value and gradient on every gradcheck table row that runs them, in float64 and float32, and on
 the models' shapes; Adam's step to the last bit. Without numba (or with GRADFLOW_NUMBA=0) the fast
 tier runs its numpy kernels, and importing gradflow never imports numba.
@@ -35,7 +35,6 @@ COMPILED = (
     ops.GeluErf,
     ops.ScaledDotProductAttention,
     ops.CrossEntropy,
-    ops.LinearCrossEntropy,
 )  # plain ops whose fast kernels run loops (SiLU's and RMSNorm's: tests/test_fast_llama_loops.py)
 
 

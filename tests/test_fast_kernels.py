@@ -45,8 +45,6 @@ def _model_shapes():
     the Llama-style models' grouped-query heads, decoding with a cache, and a long context."""
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 65, (12, 64))
-    targets = rng.integers(0, 20_000, (5, 100))
-    targets[1, ::3] = 7  # ignored
     causal = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=True)  # noqa: E731
     return {
         "gelu (12, 64, 512)": (lambda x: F.gelu(x, approximate="tanh"), [rng.standard_normal((12, 64, 512)) * 2]),
@@ -68,10 +66,6 @@ def _model_shapes():
         "attention decoding after 9 cached tokens": (
             causal,
             [rng.standard_normal((2, 4, 1, 8)), rng.standard_normal((2, 4, 10, 8)), rng.standard_normal((2, 4, 10, 8))],
-        ),
-        "linear_cross_entropy, 3 chunks of a 20,000-token vocabulary": (
-            lambda x, w, b: F.linear_cross_entropy(x, w, targets, b, ignore_index=7),
-            [rng.standard_normal((5, 100, 32)), 0.3 * rng.standard_normal((20_000, 32)), rng.standard_normal(20_000)],
         ),
         "attention padding mask": (
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=gf.nn.padding_mask([5, 3], 5), causal=True),

@@ -20,7 +20,6 @@ from gradflow.fast import (
     embedding,
     gelu,
     gelu_erf,
-    linear_cross_entropy,
     mt19937,
     silu,
 )
@@ -39,7 +38,6 @@ REPLACES = {
     ops.Gelu: gelu.Gelu,
     ops.GeluErf: gelu_erf.GeluErf,
     ops.LayerNorm: compiled_norm.LayerNorm,
-    ops.LinearCrossEntropy: linear_cross_entropy.LinearCrossEntropy,
     ops.RMSNorm: compiled_norm.RMSNorm,
     ops.ScaledDotProductAttention: attention.ScaledDotProductAttention,
     ops.Silu: silu.Silu,
