@@ -203,6 +203,19 @@ def test_silus_numpy_passes_take_what_the_plain_op_takes(with_loops):
         np.testing.assert_array_equal(fast_.data, plain.data)
 
 
+@pytest.mark.parametrize("with_loops", [False, True])
+def test_silu_of_a_single_number_is_the_plain_ops_value_and_gradient(with_loops):
+    """A 0-d x runs the plain op (numpy before 2.0 promotes its arithmetic by value), backward too."""
+    for x in (np.float32(-1.5), np.float64(2.5)):
+        results = []
+        for tier in ("plain", "fast"):
+            with contextlib.nullcontext() if with_loops else compiled.numpy_only():
+                results.append(run_in_tier(tier, F.silu, [x]))
+        for p, f in zip(*results):
+            assert f.dtype == p.dtype and f.shape == p.shape == ()
+            np.testing.assert_array_equal(f, p)
+
+
 def test_silus_numpy_passes_pass_gradcheck():
     x = gf.tensor(np.random.default_rng(9).standard_normal((3, 7)) * 3, requires_grad=True)
     with compiled.numpy_only(), gf.use_kernels("fast"):

@@ -23,6 +23,7 @@ at batch (8, 78).
 
 import numpy as np
 
+from gradflow.engine import ops
 from gradflow.fast import compiled
 from gradflow.fast.elementwise import KeepsDerivative
 
@@ -32,6 +33,9 @@ class Silu(KeepsDerivative):
 
     @staticmethod
     def forward(ctx, x):
+        ctx.plain = x.dtype.kind != "f" or x.ndim == 0  # integers, booleans and a single number: the plain
+        if ctx.plain:  # op's own numbers and errors, since numpy before 2.0 promotes their arithmetic by value
+            return ops.Silu.forward(ctx, x)
         loops = compiled.loops_for(x.dtype)
         shape, x = x.shape, np.ascontiguousarray(x).reshape(-1)  # elementwise: a flat view walks memory in order
         if loops is not None:  # the lines below as one loop
@@ -52,3 +56,7 @@ class Silu(KeepsDerivative):
             dydx *= s  # dy/dx = s (1 + x (1 - s))
             ctx.save_for_backward(dydx)
         return y.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ops.Silu.backward(ctx, grad) if ctx.plain else KeepsDerivative.backward(ctx, grad)
