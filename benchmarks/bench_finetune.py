@@ -136,9 +136,8 @@ def each_kernel_plain(folder, names, rounds):
     of gradflow/engine/ops), in one process: the variants alternate step by step, each round starting
     with the next, and the medians over rounds are printed with their ratio to the fast tier's."""
     from gradflow import fast
-    from gradflow.engine import ops
 
-    ops_named = {name: getattr(ops, name) for name in names}
+    ops_named = {op.__name__: op for op in fast.REPLACES if isinstance(op, type) and op.__name__ in names}
     step, batches = run_gradflow(folder), load_batches(folder)
     variants = ["fast", *names, "fast again"]  # the fast tier twice: how far two equal variants come apart
     seconds = {v: [] for v in variants}
@@ -198,6 +197,15 @@ def main():
     if args.prepare:
         folder, steps = args.prepare
         return make_batches(Path(folder), int(steps))
+    if args.each:
+        from gradflow import fast
+
+        kernels = sorted(op.__name__ for op in fast.REPLACES if isinstance(op, type))
+        unknown = [name for name in args.each.split(",") if name not in kernels]
+        if unknown:
+            print(f"bench_finetune: --each {unknown[0]!r} is no fast kernel's op (one of {', '.join(kernels)})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     folder = Path(tempfile.mkdtemp(prefix="bench_finetune_"))
     # in a process of its own: a child started from this one would count this one's peak memory
     # (the model loaded to write the folder) as its own (Linux keeps ru_maxrss across fork and exec)
@@ -234,4 +242,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -183,8 +183,8 @@ def _silu_or_error(tier, x):
 
 @pytest.mark.parametrize("with_loops", [False, True])
 def test_silus_numpy_passes_take_what_the_plain_op_takes(with_loops):
-    """float16 and integers (which the loops do not take: they run the numpy passes beside the loops too)
-    give the plain op's numbers in its dtype, 0-d tensors 0-d tensors, booleans its error."""
+    """float16 (which the loops do not take: it runs the numpy passes beside the loops too), integers and
+    0-d inputs (the plain op itself) give the plain op's numbers in its dtype, booleans its error."""
     xs = [
         np.array([e for e in ENDS if abs(e) != 1e30], np.float16),
         np.arange(-3, 4),

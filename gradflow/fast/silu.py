@@ -12,7 +12,8 @@ within an ulp or three of numpy's (loops.exp_of_nonpositive). There the numerato
 sign of x, is max(e, x >= 0): numpy's choices by a mask (np.where, copyto or putmask with where=)
 took 4 ms on SmolLM2's (8, 78, 1536) activations, whose signs are random, max 0.2 ms. The graph's
 memory is the same: the node keeps its input x in either tier, and one array of x's size beside it
-(s there, dy/dx here).
+(s there, dy/dx here). Integers, booleans and a single number run the plain op itself: numpy before
+2.0 promotes their arithmetic by value, which the passes here would not follow to the last bit.
 
 Measured (benchmarks/kernels.py --alone Silu, float32, 2-core AMD EPYC, AVX2, medians of three runs of
 15 to 21 alternating rounds): forward and backward of SmolLM2-135M's MLP activations (8, 78, 1536), 30
@@ -33,8 +34,8 @@ class Silu(KeepsDerivative):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.plain = x.dtype.kind != "f" or x.ndim == 0  # integers, booleans and a single number: the plain
-        if ctx.plain:  # op's own numbers and errors, since numpy before 2.0 promotes their arithmetic by value
+        ctx.plain = x.dtype.kind != "f" or x.ndim == 0  # integers, booleans, a single number (see above)
+        if ctx.plain:
             return ops.Silu.forward(ctx, x)
         loops = compiled.loops_for(x.dtype)
         shape, x = x.shape, np.ascontiguousarray(x).reshape(-1)  # elementwise: a flat view walks memory in order
@@ -44,7 +45,7 @@ class Silu(KeepsDerivative):
             if ctx.recording:
                 ctx.save_for_backward(dydx)
             return y.reshape(shape)
-        s = np.exp(-np.abs(x))  # s holds e = exp(-|x|), of the kind the plain op's is (integers: numpy's float)
+        s = np.exp(-np.abs(x))  # s holds e = exp(-|x|), of x's kind
         y = np.add(s, 1)  # y holds 1 + e
         np.maximum(s, x >= 0, out=s)  # s holds 1 for x >= 0 (where e <= 1), e below (e >= 0): no mask, see above
         s /= y  # s = sigmoid(x), as ops.elementwise.sigmoid: 1 / (1 + e) or e / (1 + e)
