@@ -13,6 +13,7 @@ the step in products, where gradflow and PyTorch differ least.
     for line in header(step_products(batch, block, model, vocab_size)): print(line)
 """
 
+import math
 import os
 import platform
 import statistics
@@ -61,7 +62,7 @@ def step_products(batch, block, model, vocab_size):
     (GPTConfig's fields), forward and backward: each linear layer's y = x W^T, dx = dy W, dW = dy^T x on
     the B T rows, and attention's S = q k^T, y = A v and their four gradients on each (batch, head)."""
     n, d, heads = batch * block, model["n_embd"], model["n_head"]
-    layer = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]  # qkv, output projection, MLP up and down
+    layer = [(d, d)] * 4 + [(d, 4 * d), (4 * d, d)]  # q, k, v and output projections (nn.attention), MLP up, down
     linears = layer * model["n_layer"] + [(d, vocab_size)]  # and the head, tied to the embedding
     products = []
     for i, o in linears:
@@ -73,18 +74,20 @@ def step_products(batch, block, model, vocab_size):
     return products + attention * model["n_layer"]
 
 
-def matmul_floor(products):
+def matmul_floor(products, matmul=np.matmul, array=np.asarray):
     """A step of these matrix products alone (float32, numpy's BLAS), timed as an engine is: the time a
-    training step cannot go below. Returns (GFLOP per step, step); a product (m, k) by (k, n) is 2 m k n flops."""
+    training step cannot go below. Returns (GFLOP per step, step); a product (m, k) by (k, n) is 2 m k n flops.
+    Another library's floor: its `matmul` (with out=) and its `array` made from a numpy array
+    (torch.matmul and torch.from_numpy give PyTorch's own BLAS on the same shapes)."""
     rng = np.random.default_rng(0)
-    operands = [tuple(rng.standard_normal(s, dtype=np.float32) for s in pair) for pair in products]
-    outs = [np.empty(a.shape[:-1] + b.shape[-1:], np.float32) for a, b in operands]
+    operands = [tuple(array(rng.standard_normal(s, dtype=np.float32)) for s in pair) for pair in products]
+    outs = [array(np.empty(a.shape[:-1] + b.shape[-1:], np.float32)) for a, b in operands]
 
     def step(x=None, y=None):
         for (a, b), out in zip(operands, outs):
-            np.matmul(a, b, out=out)
+            matmul(a, b, out=out)
 
-    return sum(2 * a.size * b.shape[-1] for a, b in operands) / 1e9, step
+    return sum(2 * math.prod(a.shape) * b.shape[-1] for a, b in operands) / 1e9, step
 
 
 def header(products, rounds=5, round_seconds=0.2):

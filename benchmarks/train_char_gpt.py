@@ -13,7 +13,7 @@ engines on the same batches in alternating rounds, taking medians.
     python benchmarks/train_char_gpt.py                   # full run + throughput, default threads
     python benchmarks/train_char_gpt.py --threads 1       # one BLAS / torch thread
     python benchmarks/train_char_gpt.py --skip-train      # throughput only
-    python benchmarks/train_char_gpt.py --skip-train --floor   # and the floor's share of each step
+    python benchmarks/train_char_gpt.py --skip-train --floor   # and each step split: its products, the rest
 
 Data parallelism (the batch shared out among processes) is measured by bench_distributed.py.
 """
@@ -39,7 +39,10 @@ parser.add_argument("--decode", action="store_true", help="generate's tokens/s w
 parser.add_argument("--memory", action="store_true", help="peak memory of 1000 training steps, each engine alone")
 parser.add_argument("--sweep", action="store_true", help="tokens/s against width and context, both engines")
 parser.add_argument(
-    "--floor", action="store_true", help="also time the matmul floor in the rounds: its share of each step"
+    "--floor",
+    action="store_true",
+    help="also time the step's products alone in the rounds, numpy's and PyTorch's: each engine's step split into "
+    "its products and the rest",
 )
 parser.add_argument("--memory-child", choices=["gradflow", "pytorch"], help=argparse.SUPPRESS)
 parser.add_argument("--seed", type=int, default=1337)
@@ -60,6 +63,7 @@ from gradflow.text import CharTokenizer, get_batch, load_text, split  # noqa: E4
 from gradflow.training.trainer import TrainConfig, Trainer, default_optimizer  # noqa: E402
 
 FLOOR = "matmul floor"  # the step's matrix products alone (--floor)
+TORCH_FLOOR = "pytorch's products"  # the same products through torch.matmul: PyTorch's own floor
 tune_malloc()  # as the Trainer does: freed arrays are reused without page faults (gradflow/fast/memory.py)
 BATCH, BLOCK = 12, 64
 MODEL = dict(block_size=BLOCK, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False, tie_weights=True)
@@ -224,6 +228,21 @@ def alternate(engines, batches, rounds, warmup):
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
+def report_floors(seconds, gflop):
+    """The floor's share of each engine's step; with PyTorch, each engine's step split into its own
+    library's products (numpy's BLAS for gradflow, PyTorch's for PyTorch) and the rest: the part that
+    is each engine's own work, and what the ratio between them comes from. (Removes the floors from
+    `seconds`.)"""
+    floor, torch_floor = seconds.pop(FLOOR), seconds.pop(TORCH_FLOOR, None)
+    shares = ", ".join(f"{name} {floor / s:.0%}" for name, s in seconds.items())
+    print(f"{FLOOR}: {gflop:.2f} GFLOP per step at {gflop / floor:.0f} GFLOP/s; its share of each step: {shares}")
+    if torch_floor is None or "pytorch" not in seconds:
+        return
+    print(f"{TORCH_FLOOR}: the same {gflop:.2f} GFLOP through torch.matmul at {gflop / torch_floor:.0f} GFLOP/s")
+    rest = {name: s - (torch_floor if name == "pytorch" else floor) for name, s in seconds.items()}
+    print("outside the products, ms per step: " + ", ".join(f"{name} {1000 * r:.1f}" for name, r in rest.items()))
+
+
 def main():
     text = load_text(args.data)
     tokenizer = CharTokenizer(text)
@@ -281,14 +300,15 @@ def main():
     rng = np.random.default_rng(0)
     batches = [get_batch(train_ids, BATCH, BLOCK, rng) for _ in range(args.steps_per_round)]
     if args.floor:  # timed in the same rounds as the engines, so that a machine's load counts alike
-        gflop, engines[FLOOR] = matmul_floor(step_products(BATCH, BLOCK, MODEL, tokenizer.vocab_size))
+        products = step_products(BATCH, BLOCK, MODEL, tokenizer.vocab_size)
+        gflop, engines[FLOOR] = matmul_floor(products)
+        if "pytorch" in engines:
+            _, engines[TORCH_FLOOR] = matmul_floor(products, torch.matmul, torch.from_numpy)
     seconds = alternate(engines, batches, args.rounds, warmup=3)
     for name, s in seconds.items():
         print(f"{name}: {1000 * s:.1f} ms per step, {BATCH * BLOCK / s:,.0f} tokens/s")
     if args.floor:
-        floor = seconds.pop(FLOOR)
-        shares = ", ".join(f"{name} {floor / s:.0%}" for name, s in seconds.items())
-        print(f"{FLOOR}: {gflop:.2f} GFLOP per step at {gflop / floor:.0f} GFLOP/s; its share of each step: {shares}")
+        report_floors(seconds, gflop)
     if "pytorch" in seconds:
         for name in seconds:
             if name != "pytorch":

@@ -1,6 +1,6 @@
 """What several test files share, in one place: the tiny corpus and model the trainer tests learn on,
 `gradflow train` run in-process and the one line it prints on failure, a checkpoint to tamper with,
-MPI's command and what its ranks train, the explorer's views, PyTorch beside gradflow.
+MPI's command and what its ranks train, the explorer's views, PyTorch beside gradflow, the benchmarks' folder.
 
 The test files import it as `from helpers import ...` (pytest puts tests/ on the path); a script run
 under mpiexec puts tests/ on its path first (test_distributed.script). The fixtures built on it
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import gradflow as gf
 from gradflow.cli import main
@@ -189,3 +190,9 @@ def both(torch, ours, theirs, *arrays, rtol=1e-10):
     np.testing.assert_allclose(y.data, z.detach().numpy(), rtol=rtol, atol=1e-12)
     for x, t in zip(xs, ts):
         np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=rtol, atol=1e-12)
+
+
+# --- the benchmarks (files of the checkout, not of the package) ------------------------------------------
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+in_checkout = pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="not run from a checkout")

@@ -3,12 +3,8 @@ before any model is loaded. (The benchmarks are files of the checkout: skipped w
 
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-in_checkout = pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="not run from a checkout")
+from helpers import BENCHMARKS, in_checkout
 
 
 @in_checkout
