@@ -229,10 +229,10 @@ def alternate(engines, batches, rounds, warmup):
 
 
 def report_floors(seconds, gflop):
-    """The floor's share of each engine's step; with PyTorch, each engine's step split into its own
-    library's products (numpy's BLAS for gradflow, PyTorch's for PyTorch) and the rest: the part that
-    is each engine's own work, and what the ratio between them comes from. (Removes the floors from
-    `seconds`.)"""
+    """The floor's share of each engine's step; with PyTorch, each engine's step less its own library's
+    products timed alone (numpy's BLAS for gradflow, PyTorch's for PyTorch): about each engine's own work,
+    and where the ratio between them comes from. About: inside a step a product can run a little faster
+    or slower than alone (its operands warmer or colder in the caches). (Removes the floors from `seconds`.)"""
     floor, torch_floor = seconds.pop(FLOOR), seconds.pop(TORCH_FLOOR, None)
     shares = ", ".join(f"{name} {floor / s:.0%}" for name, s in seconds.items())
     print(f"{FLOOR}: {gflop:.2f} GFLOP per step at {gflop / floor:.0f} GFLOP/s; its share of each step: {shares}")
@@ -240,7 +240,7 @@ def report_floors(seconds, gflop):
         return
     print(f"{TORCH_FLOOR}: the same {gflop:.2f} GFLOP through torch.matmul at {gflop / torch_floor:.0f} GFLOP/s")
     rest = {name: s - (torch_floor if name == "pytorch" else floor) for name, s in seconds.items()}
-    print("outside the products, ms per step: " + ", ".join(f"{name} {1000 * r:.1f}" for name, r in rest.items()))
+    print("each step less its products alone, ms: " + ", ".join(f"{name} {1000 * r:.1f}" for name, r in rest.items()))
 
 
 def main():
