@@ -41,10 +41,15 @@ def fits(x, *params):
     return all(p is None or (p.dtype == x.dtype and p.shape == x.shape[-1:]) for p in params)
 
 
-def as_rows(x):
-    """x as a row-major (rows, D) matrix, and the y, xhat (rows, D) and r (rows,) the forward loop fills."""
+def forward_in_rows(ctx, loop, x, w, *args):
+    """y, from loop(rows, w, *args, y, xhat, r): x as a row-major (rows, D) matrix, w (ones where there is
+    none: xhat * 1 is xhat exactly), and the y, xhat (rows, D) and r (rows,) the loop fills; xhat, r and w
+    saved as the plain op saves them."""
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    return rows, np.empty_like(rows), np.empty_like(rows), np.empty(len(rows), x.dtype)
+    y, xhat, r = np.empty_like(rows), np.empty_like(rows), np.empty(len(rows), x.dtype)
+    loop(rows, np.ones(x.shape[-1], x.dtype) if w is None else w, *args, y, xhat, r)
+    ctx.save_for_backward(xhat.reshape(x.shape), r.reshape(x.shape[:-1] + (1,)), w)
+    return y.reshape(x.shape)
 
 
 def saved_rows(ctx, grad):
@@ -65,12 +70,8 @@ class LayerNorm(norm.LayerNorm):
         ctx.rows = loops is not None and fits(x, w, b)
         if not ctx.rows:
             return norm.LayerNorm.forward(ctx, x, w, b, eps)
-        d = x.shape[-1]
-        rows, y, xhat, r = as_rows(x)
-        ones_or_w = np.ones(d, x.dtype) if w is None else w  # xhat * 1 + 0 is xhat exactly
-        loops.layer_norm_forward(rows, ones_or_w, np.zeros(d, x.dtype) if b is None else b, eps, y, xhat, r)
-        ctx.save_for_backward(xhat.reshape(x.shape), r.reshape(x.shape[:-1] + (1,)), w)
-        return y.reshape(x.shape)
+        b = np.zeros(x.shape[-1], x.dtype) if b is None else b  # xhat w + 0 is xhat w exactly
+        return forward_in_rows(ctx, loops.layer_norm_forward, x, w, b, eps)
 
     @staticmethod
     def backward(ctx, grad):
@@ -92,11 +93,7 @@ class RMSNorm(ops.RMSNorm):
         ctx.rows = loops is not None and fits(x, w)
         if not ctx.rows:
             return ops.RMSNorm.forward(ctx, x, w, eps)
-        rows, y, xhat, r = as_rows(x)
-        ones_or_w = np.ones(x.shape[-1], x.dtype) if w is None else w  # xhat * 1 is xhat exactly
-        loops.rms_norm_forward(rows, ones_or_w, eps, y, xhat, r)
-        ctx.save_for_backward(xhat.reshape(x.shape), r.reshape(x.shape[:-1] + (1,)), w)  # as the plain op saves them
-        return y.reshape(x.shape)
+        return forward_in_rows(ctx, loops.rms_norm_forward, x, w, eps)
 
     @staticmethod
     def backward(ctx, grad):
